@@ -1,0 +1,12 @@
+//! Sources of desired state. A source is fetched (Git today), turned into a reproducible
+//! tarball whose sha256 digest names it, and kept in an [`artifact::Store`]. Nothing here knows
+//! about Kubernetes: the agent turns CRDs into calls to these functions.
+
+pub mod artifact;
+pub mod duration;
+pub mod git;
+pub mod reference;
+
+pub use artifact::{Artifact, File, Store, StoreError};
+pub use git::{GitError, GitFetcher};
+pub use reference::{GitRefSpec, RefError, RemoteRef, Resolved};

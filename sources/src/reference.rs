@@ -1,0 +1,188 @@
+//! Which commit a GitRepository's `ref` means, given the refs a remote advertises.
+//!
+//! Pure: the remote's ref list goes in, the chosen commit and its Flux-style revision string
+//! (`main@sha1:<hex>`, `v1.0@sha1:<hex>`, `sha1:<hex>`) come out. Precedence follows Flux:
+//! `commit`, then `name`, then `tag`, then `branch`; no ref at all means the remote's HEAD.
+
+use thiserror::Error;
+
+/// The `ref` of a GitRepository.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GitRefSpec {
+    pub branch: Option<String>,
+    pub tag: Option<String>,
+    pub name: Option<String>,
+    pub commit: Option<String>,
+}
+
+/// One ref as a remote advertises it, with annotated tags peeled to the commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteRef {
+    /// Full name, like `refs/heads/main`, or `HEAD`.
+    pub name: String,
+    /// The commit the ref ends at (after peeling annotated tags).
+    pub commit: String,
+    /// For `HEAD`: the ref it points to, like `refs/heads/main`.
+    pub symref_target: Option<String>,
+}
+
+/// The outcome of resolving a ref: what to fetch and how to name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The full ref name to fetch, or `None` when fetching a bare commit id.
+    pub fetch_ref: Option<String>,
+    /// The commit the artifact is built from (hex).
+    pub commit: String,
+    /// The revision as Flux writes it.
+    pub revision: String,
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum RefError {
+    #[error("branch '{0}' not found on the remote")]
+    BranchNotFound(String),
+    #[error("tag '{0}' not found on the remote")]
+    TagNotFound(String),
+    #[error("ref '{0}' not found on the remote")]
+    NameNotFound(String),
+    #[error("the remote has no HEAD: it is empty or its default branch is unborn")]
+    NoHead,
+    #[error("commit '{0}' is not a hexadecimal object id")]
+    BadCommit(String),
+}
+
+impl GitRefSpec {
+    /// Resolves this spec against the refs the remote advertises.
+    pub fn resolve(&self, remote: &[RemoteRef]) -> Result<Resolved, RefError> {
+        let find = |full: &str| remote.iter().find(|r| r.name == full);
+        if let Some(commit) = &self.commit {
+            if commit.is_empty() || !commit.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(RefError::BadCommit(commit.clone()));
+            }
+            let commit = commit.to_ascii_lowercase();
+            return Ok(match &self.branch {
+                // With a branch, fetch the branch (the commit must be in its history) and name
+                // the revision after it, as Flux does.
+                Some(branch) => Resolved {
+                    fetch_ref: Some(format!("refs/heads/{branch}")),
+                    revision: format!("{branch}@sha1:{commit}"),
+                    commit,
+                },
+                None => Resolved {
+                    fetch_ref: None,
+                    revision: format!("sha1:{commit}"),
+                    commit,
+                },
+            });
+        }
+        if let Some(name) = &self.name {
+            let r = find(name).ok_or_else(|| RefError::NameNotFound(name.clone()))?;
+            return Ok(named(name, name, &r.commit));
+        }
+        if let Some(tag) = &self.tag {
+            let full = format!("refs/tags/{tag}");
+            let r = find(&full).ok_or_else(|| RefError::TagNotFound(tag.clone()))?;
+            return Ok(named(&full, tag, &r.commit));
+        }
+        if let Some(branch) = &self.branch {
+            let full = format!("refs/heads/{branch}");
+            let r = find(&full).ok_or_else(|| RefError::BranchNotFound(branch.clone()))?;
+            return Ok(named(&full, branch, &r.commit));
+        }
+        let head = find("HEAD").ok_or(RefError::NoHead)?;
+        match &head.symref_target {
+            Some(target) => {
+                let short = target.strip_prefix("refs/heads/").unwrap_or(target);
+                Ok(named(target, short, &head.commit))
+            }
+            None => Ok(named("HEAD", "HEAD", &head.commit)),
+        }
+    }
+}
+
+fn named(full: &str, short: &str, commit: &str) -> Resolved {
+    Resolved {
+        fetch_ref: Some(full.to_string()),
+        commit: commit.to_string(),
+        revision: format!("{short}@sha1:{commit}"),
+    }
+}
+
+/// The commit id at the end of a revision string (`main@sha1:abc` → `abc`).
+pub fn revision_commit(revision: &str) -> Option<&str> {
+    revision.rsplit_once("sha1:").map(|(_, c)| c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn remote() -> Vec<RemoteRef> {
+        let r = |name: &str, commit: &str| RemoteRef {
+            name: name.into(),
+            commit: commit.into(),
+            symref_target: None,
+        };
+        vec![
+            RemoteRef {
+                name: "HEAD".into(),
+                commit: "aaa1".into(),
+                symref_target: Some("refs/heads/main".into()),
+            },
+            r("refs/heads/main", "aaa1"),
+            r("refs/heads/dev", "bbb2"),
+            r("refs/tags/v1.0.0", "ccc3"),
+            r("refs/pull/42/head", "ddd4"),
+        ]
+    }
+
+    #[test]
+    fn default_is_remote_head_named_after_its_branch() {
+        let got = GitRefSpec::default().resolve(&remote()).unwrap();
+        assert_eq!(got.revision, "main@sha1:aaa1");
+        assert_eq!(got.fetch_ref.as_deref(), Some("refs/heads/main"));
+    }
+
+    #[test]
+    fn precedence_commit_then_name_then_tag_then_branch() {
+        let all = GitRefSpec {
+            branch: Some("dev".into()),
+            tag: Some("v1.0.0".into()),
+            name: Some("refs/pull/42/head".into()),
+            commit: Some("ABC".into()),
+        };
+        let got = all.resolve(&remote()).unwrap();
+        assert_eq!(got.revision, "dev@sha1:abc");
+        let no_commit = GitRefSpec { commit: None, ..all.clone() };
+        assert_eq!(
+            no_commit.resolve(&remote()).unwrap().revision,
+            "refs/pull/42/head@sha1:ddd4"
+        );
+        let tag_branch = GitRefSpec { name: None, ..no_commit };
+        assert_eq!(tag_branch.resolve(&remote()).unwrap().revision, "v1.0.0@sha1:ccc3");
+    }
+
+    #[test]
+    fn bare_commit_has_no_ref_to_fetch() {
+        let spec = GitRefSpec { commit: Some("abc123".into()), ..Default::default() };
+        let got = spec.resolve(&remote()).unwrap();
+        assert_eq!(got.fetch_ref, None);
+        assert_eq!(got.revision, "sha1:abc123");
+    }
+
+    #[test]
+    fn missing_refs_are_named_in_the_error() {
+        let spec = GitRefSpec { branch: Some("nope".into()), ..Default::default() };
+        assert_eq!(spec.resolve(&remote()), Err(RefError::BranchNotFound("nope".into())));
+        let spec = GitRefSpec { commit: Some("xyz".into()), ..Default::default() };
+        assert_eq!(spec.resolve(&remote()), Err(RefError::BadCommit("xyz".into())));
+        assert_eq!(GitRefSpec::default().resolve(&[]), Err(RefError::NoHead));
+    }
+
+    #[test]
+    fn revision_commit_takes_the_id() {
+        assert_eq!(revision_commit("main@sha1:abc"), Some("abc"));
+        assert_eq!(revision_commit("sha1:abc"), Some("abc"));
+        assert_eq!(revision_commit("garbage"), None);
+    }
+}
