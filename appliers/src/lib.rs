@@ -1,1 +1,20 @@
-//! placeholder
+//! Appliers: turn a directory of manifests into a cluster's state. Loading, patching,
+//! ordering, inventory diffing and health are pure functions tested without a cluster;
+//! [`apply`] and [`prune`] do the I/O with server-side apply. Nothing here knows about
+//! skewer's CRDs: callers pass plain options and get plain results back.
+
+pub mod apply;
+pub mod health;
+pub mod inventory;
+pub mod load;
+pub mod normalize;
+pub mod object;
+pub mod order;
+pub mod patch;
+pub mod prune;
+pub mod resources;
+pub mod transform;
+pub mod wait;
+
+pub use inventory::Inventory;
+pub use object::{Manifest, ObjectId};

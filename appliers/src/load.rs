@@ -24,10 +24,9 @@ pub enum LoadError {
 }
 
 fn yaml_options() -> serde_saphyr::Options {
-    serde_saphyr::Options {
-        legacy_octal_numbers: true,
-        ..Default::default()
-    }
+    let mut options = serde_saphyr::Options::default();
+    options.legacy_octal_numbers = true;
+    options
 }
 
 /// Normalises a user-given path: `./apps/` → `apps`, `.` or `` → the root.
@@ -176,7 +175,8 @@ mod tests {
         let got = load(&files, "./apps").unwrap();
         let names: Vec<_> = got.iter().map(|m| m.name()).collect();
         assert_eq!(names, ["a", "b", "c"]);
-        assert_eq!(got[1].origin, "apps/a.yaml#3");
+        // Empty documents are not counted.
+        assert_eq!(got[1].origin, "apps/a.yaml#2");
     }
 
     #[test]

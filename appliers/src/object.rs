@@ -40,7 +40,8 @@ impl fmt::Display for ObjectId {
 /// One object to apply, as a JSON value, with where it came from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Manifest {
-    /// The file (relative to the source root) and document index it was read from.
+    /// The file (relative to the source root) and the 1-based index of the non-empty
+    /// document it was read from, like `apps/web.yaml#2`.
     pub origin: String,
     pub object: Value,
 }

@@ -1,0 +1,288 @@
+//! Server-side apply of a set of manifests, in stages (see [`crate::order`]), many requests in
+//! flight within a stage. Plans first (resolve kinds, add metadata, normalise for old servers,
+//! compute the inventory) so nothing is sent when anything in the set is wrong.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt, stream};
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PropagationPolicy};
+use serde_json::Value;
+use thiserror::Error;
+
+use crate::health::{Health, health};
+use crate::inventory::Inventory;
+use crate::object::{Manifest, ObjectId};
+use crate::order::{Stage, stages};
+use crate::resources::{Resolved, Resources};
+use crate::transform::{Owner, Transform};
+use crate::{normalize, wait};
+
+/// Per-object annotation choosing how an object is applied.
+pub const SSA_POLICY: &str = "skewer.dev/ssa";
+/// Per-object annotation allowing delete-and-recreate on an immutable-field change.
+pub const FORCE: &str = "skewer.dev/force";
+
+#[derive(Debug, Clone)]
+pub struct ApplyOptions {
+    pub field_manager: String,
+    pub owner: Owner,
+    pub transform: Transform,
+    /// Recreate any object whose immutable fields changed (the Kustomization's `force`).
+    pub force: bool,
+    /// Requests in flight within a stage.
+    pub concurrency: usize,
+    /// Bound on waits inside an apply (CRDs becoming established, recreated objects gone).
+    pub wait_timeout: Duration,
+}
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[error("{object} ({origin}): {message}")]
+pub struct ApplyError {
+    pub object: String,
+    pub origin: String,
+    pub message: String,
+}
+
+impl ApplyError {
+    fn new(m: &Manifest, message: impl Into<String>) -> Self {
+        Self { object: m.display(), origin: m.origin.clone(), message: message.into() }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Applied,
+    Recreated,
+    /// `skewer.dev/ssa: IfNotPresent` and the object exists, or `Ignore`.
+    Skipped,
+}
+
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub id: ObjectId,
+    pub action: Action,
+}
+
+/// A planned object: the manifest ready to send and where to send it.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub manifest: Manifest,
+    pub resource: Resolved,
+}
+
+/// What will be applied, in order, and the inventory it makes.
+#[derive(Debug)]
+pub struct Plan {
+    pub stages: Vec<Vec<Planned>>,
+    pub inventory: Inventory,
+}
+
+impl Plan {
+    pub fn len(&self) -> usize {
+        self.stages.iter().map(Vec::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+pub struct Applier {
+    resources: Arc<Resources>,
+    normalize: bool,
+}
+
+impl Applier {
+    /// Builds an applier; asks the server its version to decide on old-server workarounds.
+    pub async fn new(client: Client) -> Result<Self, kube::Error> {
+        let info = client.apiserver_version().await?;
+        let num = |s: &str| s.trim_end_matches('+').parse::<u32>().unwrap_or(u32::MAX);
+        let old = normalize::needed(num(&info.major), num(&info.minor));
+        Ok(Self { resources: Arc::new(Resources::new(client)), normalize: old })
+    }
+
+    pub fn resources(&self) -> &Arc<Resources> {
+        &self.resources
+    }
+
+    pub fn client(&self) -> &Client {
+        self.resources.client()
+    }
+
+    /// Resolves, transforms and orders the manifests. Fails on the first object whose kind the
+    /// server does not know.
+    pub async fn plan(&self, manifests: Vec<Manifest>, opts: &ApplyOptions) -> Result<Plan, ApplyError> {
+        let crds: Vec<Manifest> = manifests
+            .iter()
+            .filter(|m| m.kind() == "CustomResourceDefinition")
+            .cloned()
+            .collect();
+        let crd_refs: Vec<&Manifest> = crds.iter().collect();
+        let mut out = Vec::with_capacity(manifests.len());
+        let mut seen = std::collections::HashSet::new();
+        for stage in stages(manifests) {
+            let mut planned = Vec::with_capacity(stage.manifests.len());
+            for mut m in stage.manifests {
+                let resource = self
+                    .resources
+                    .resolve(m.api_version(), m.kind(), &crd_refs)
+                    .await
+                    .map_err(|e| ApplyError::new(&m, e.to_string()))?;
+                opts.transform.apply(&mut m, resource.namespaced, &opts.owner);
+                if resource.namespaced && m.namespace().is_empty() {
+                    m.object["metadata"]["namespace"] = Value::String("default".into());
+                }
+                if self.normalize {
+                    normalize::normalize(&mut m.object);
+                }
+                if !seen.insert(m.id()) {
+                    return Err(ApplyError::new(&m, "the source defines this object twice"));
+                }
+                planned.push(Planned { manifest: m, resource });
+            }
+            out.push((stage.definitions, planned));
+        }
+        let inventory = Inventory::from_manifests(out.iter().flat_map(|(_, s)| s.iter().map(|p| &p.manifest)));
+        Ok(Plan { stages: out.into_iter().map(|(_, s)| s).collect(), inventory })
+    }
+
+    /// Applies a plan stage by stage. Stops at the first stage with an error and returns every
+    /// error of that stage.
+    pub async fn apply(&self, plan: &Plan, opts: &ApplyOptions) -> Result<Vec<Outcome>, Vec<ApplyError>> {
+        let mut outcomes = Vec::with_capacity(plan.len());
+        for stage in &plan.stages {
+            let results: Vec<Result<Outcome, ApplyError>> = stream::iter(stage)
+                .map(|p| self.apply_one(p, opts))
+                .buffer_unordered(opts.concurrency.max(1))
+                .collect()
+                .await;
+            let (ok, errs): (Vec<_>, Vec<_>) = results.into_iter().partition(Result::is_ok);
+            let errs: Vec<ApplyError> = errs.into_iter().filter_map(Result::err).collect();
+            if !errs.is_empty() {
+                return Err(errs);
+            }
+            outcomes.extend(ok.into_iter().filter_map(Result::ok));
+            self.wait_for_crds(stage, opts).await.map_err(|e| vec![e])?;
+        }
+        Ok(outcomes)
+    }
+
+    fn api(&self, p: &Planned) -> Api<DynamicObject> {
+        let client = self.client().clone();
+        if p.resource.namespaced {
+            Api::namespaced_with(client, p.manifest.namespace(), &p.resource.resource)
+        } else {
+            Api::all_with(client, &p.resource.resource)
+        }
+    }
+
+    async fn apply_one(&self, p: &Planned, opts: &ApplyOptions) -> Result<Outcome, ApplyError> {
+        let m = &p.manifest;
+        let id = m.id();
+        let api = self.api(p);
+        match m.annotation(SSA_POLICY) {
+            Some("Ignore") => return Ok(Outcome { id, action: Action::Skipped }),
+            Some("IfNotPresent") => {
+                let exists = api
+                    .get_metadata_opt(m.name())
+                    .await
+                    .map_err(|e| ApplyError::new(m, api_message(&e)))?
+                    .is_some();
+                if exists {
+                    return Ok(Outcome { id, action: Action::Skipped });
+                }
+            }
+            Some("Override" | "Merge") | None => {}
+            Some(other) => {
+                return Err(ApplyError::new(
+                    m,
+                    format!("annotation {SSA_POLICY}: '{other}' is not one of Override, Merge, IfNotPresent, Ignore"),
+                ));
+            }
+        }
+        let params = PatchParams::apply(&opts.field_manager).force();
+        match api.patch(m.name(), &params, &Patch::Apply(&m.object)).await {
+            Ok(_) => Ok(Outcome { id, action: Action::Applied }),
+            Err(e) if is_immutable(&e) => {
+                let forced = opts.force || m.annotation(FORCE) == Some("enabled");
+                if !forced {
+                    return Err(ApplyError::new(
+                        m,
+                        format!("{} (annotate the object with {FORCE}: enabled to recreate it)", api_message(&e)),
+                    ));
+                }
+                self.recreate(&api, m, &params, opts.wait_timeout).await?;
+                Ok(Outcome { id, action: Action::Recreated })
+            }
+            Err(e) => Err(ApplyError::new(m, api_message(&e))),
+        }
+    }
+
+    async fn recreate(&self, api: &Api<DynamicObject>, m: &Manifest, params: &PatchParams, timeout: Duration) -> Result<(), ApplyError> {
+        let dp = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
+        match api.delete(m.name(), &dp).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(ApplyError::new(m, format!("deleting to recreate: {}", api_message(&e)))),
+        }
+        wait::until_gone(api, m.name(), timeout)
+            .await
+            .map_err(|e| ApplyError::new(m, format!("waiting for deletion before recreate: {e}")))?;
+        api.patch(m.name(), params, &Patch::Apply(&m.object))
+            .await
+            .map(|_| ())
+            .map_err(|e| ApplyError::new(m, format!("recreating: {}", api_message(&e))))
+    }
+
+    async fn wait_for_crds(&self, stage: &[Planned], opts: &ApplyOptions) -> Result<(), ApplyError> {
+        let crds: Vec<&Planned> = stage
+            .iter()
+            .filter(|p| p.manifest.kind() == "CustomResourceDefinition")
+            .collect();
+        stream::iter(crds)
+            .map(Ok)
+            .try_for_each_concurrent(8, |p| async move {
+                let api = self.api(p);
+                wait::until(&api, p.manifest.name(), opts.wait_timeout, |obj| match health(obj) {
+                    Health::Current => Ok(true),
+                    Health::Failed(msg) => Err(msg),
+                    Health::InProgress(_) => Ok(false),
+                })
+                .await
+                .map_err(|e| ApplyError::new(&p.manifest, format!("CRD not established: {e}")))
+            })
+            .await
+    }
+}
+
+/// The API server's message for an error (it names the object and the field).
+pub fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Whether the server refused a change to an immutable field.
+pub fn is_immutable(e: &kube::Error) -> bool {
+    let kube::Error::Api(s) = e else { return false };
+    if s.code != 422 {
+        return false;
+    }
+    let m = s.message.as_str();
+    m.contains("field is immutable")
+        || m.contains("may not change once set")
+        || m.contains("Forbidden: updates to")
+        || m.contains("cannot change")
+        || m.contains("immutable")
+}
+
+/// Planned stages, for callers that want to know what ran in which order.
+pub fn describe(stages: &[Stage]) -> Vec<String> {
+    stages
+        .iter()
+        .map(|s| format!("wave {} {}: {} objects", s.wave, if s.definitions { "definitions" } else { "resources" }, s.manifests.len()))
+        .collect()
+}
