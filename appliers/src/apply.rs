@@ -153,8 +153,10 @@ impl Applier {
     pub async fn apply(&self, plan: &Plan, opts: &ApplyOptions) -> Result<Vec<Outcome>, Vec<ApplyError>> {
         let mut outcomes = Vec::with_capacity(plan.len());
         for stage in &plan.stages {
-            let results: Vec<Result<Outcome, ApplyError>> = stream::iter(stage)
-                .map(|p| self.apply_one(p, opts))
+            // Indices, not `&Planned`: a closure over borrowed items makes the future not
+            // provably Send for every lifetime (rust-lang/rust#102211).
+            let results: Vec<Result<Outcome, ApplyError>> = stream::iter(0..stage.len())
+                .map(|i| self.apply_one(&stage[i], opts))
                 .buffer_unordered(opts.concurrency.max(1))
                 .collect()
                 .await;

@@ -50,3 +50,54 @@ pub async fn until_gone(api: &Api<DynamicObject>, name: &str, timeout: Duration)
         sleep(POLL).await;
     }
 }
+
+/// Waits until every object is healthy (kstatus Current). On timeout or failure, returns one
+/// line per object that is not, like `Deployment/web/app: available replicas: 0/1`.
+pub async fn all_healthy(
+    resources: &crate::resources::Resources,
+    objects: &[(crate::ObjectId, String)],
+    timeout: Duration,
+) -> Result<(), Vec<String>> {
+    use crate::health::{Health, health};
+    use futures::{StreamExt, stream};
+    let deadline = Instant::now() + timeout;
+    loop {
+        let verdicts: Vec<Option<String>> = stream::iter(0..objects.len())
+            .map(|i| async move {
+                let (id, version) = &objects[i];
+                let verdict = match resources.resolve(version, &id.kind, &[]).await {
+                    Err(e) => Some(e.to_string()),
+                    Ok(r) => {
+                        let client = resources.client().clone();
+                        let api: Api<DynamicObject> = if r.namespaced {
+                            Api::namespaced_with(client, &id.namespace, &r.resource)
+                        } else {
+                            Api::all_with(client, &r.resource)
+                        };
+                        match api.get_opt(&id.name).await {
+                            Ok(Some(obj)) => match serde_json::to_value(&obj).map(|v| health(&v)) {
+                                Ok(Health::Current) => None,
+                                Ok(Health::InProgress(m)) => Some(format!("in progress: {m}")),
+                                Ok(Health::Failed(m)) => Some(format!("failed: {m}")),
+                                Err(e) => Some(e.to_string()),
+                            },
+                            Ok(None) => Some("not found".into()),
+                            Err(e) => Some(e.to_string()),
+                        }
+                    }
+                };
+                verdict.map(|v| format!("{}: {v}", id.display()))
+            })
+            .buffered(16)
+            .collect()
+            .await;
+        let unhealthy: Vec<String> = verdicts.into_iter().flatten().collect();
+        if unhealthy.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(unhealthy);
+        }
+        sleep(Duration::from_millis(500)).await;
+    }
+}

@@ -1,0 +1,88 @@
+//! GitRepository: where to fetch desired state from, and the artifact last fetched.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{Condition, LocalObjectReference};
+
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "skewer.dev",
+    version = "v1alpha1",
+    kind = "GitRepository",
+    namespaced,
+    status = "GitRepositoryStatus",
+    shortname = "gitrepo",
+    category = "skewer",
+    printcolumn = r#"{"name":"URL","type":"string","jsonPath":".spec.url"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].message"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GitRepositorySpec {
+    /// `https://`, `http://`, `ssh://`, `git://`, or `file://` for local development.
+    pub url: String,
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub reference: Option<GitRepositoryRef>,
+    /// How often to check the remote for a new revision, like `1m` or `30s`.
+    #[serde(default = "default_interval")]
+    pub interval: String,
+    /// Bound on one fetch, like `60s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<LocalObjectReference>,
+    /// gitignore-style patterns of files to leave out of the artifact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignore: Option<String>,
+    #[serde(default)]
+    pub suspend: bool,
+}
+
+pub fn default_interval() -> String {
+    "1m".into()
+}
+
+/// Which revision to fetch. Precedence (as Flux): commit, name, tag, branch.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GitRepositoryRef {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// Any ref, like `refs/pull/42/head`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GitRepositoryStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<ArtifactStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_reconcile_at: Option<String>,
+}
+
+/// The artifact of the last fetched revision.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactStatus {
+    /// Like `main@sha1:<hex>`.
+    pub revision: String,
+    /// `sha256:<hex>` of the reproducible tarball.
+    pub digest: String,
+    pub size: u64,
+    /// Where the agent stores it (a path in its artifact store).
+    pub path: String,
+    pub last_update_time: String,
+}

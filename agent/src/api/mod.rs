@@ -1,0 +1,27 @@
+//! skewer's API, group `skewer.dev`, version `v1alpha1`. Field names follow Flux where Flux
+//! has one, so a Flux manifest moves over by changing its `apiVersion`.
+
+pub mod conditions;
+pub mod gitrepository;
+pub mod kustomization;
+
+pub use conditions::Condition;
+pub use gitrepository::{GitRepository, GitRepositorySpec, GitRepositoryStatus};
+pub use kustomization::{Kustomization, KustomizationSpec, KustomizationStatus};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub const GROUP: &str = "skewer.dev";
+pub const VERSION: &str = "v1alpha1";
+
+/// Annotation that asks for an immediate reconcile; its value is recorded in
+/// `status.lastHandledReconcileAt` once handled.
+pub const RECONCILE_REQUESTED_AT: &str = "skewer.dev/reconcile-requested-at";
+
+/// A reference to a Secret in the same namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LocalObjectReference {
+    pub name: String,
+}

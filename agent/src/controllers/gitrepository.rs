@@ -1,0 +1,176 @@
+//! GitRepository reconciler: list the remote's refs, and fetch and store an artifact only
+//! when the resolved commit differs from the one already stored.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use skewer_sources::reference::revision_commit;
+use skewer_sources::{GitRefSpec, GitError, RefError, Resolved};
+use tracing::{info, warn};
+
+use super::{Context, Error, duration};
+use crate::api::conditions::{self, READY};
+use crate::api::gitrepository::ArtifactStatus;
+use crate::api::{GitRepository, GitRepositoryStatus, RECONCILE_REQUESTED_AT};
+
+pub fn artifact_key(namespace: &str, name: &str) -> String {
+    format!("gitrepository/{namespace}/{name}")
+}
+
+#[derive(Debug, thiserror::Error)]
+enum FetchError {
+    #[error("{0}")]
+    Git(#[from] GitError),
+    #[error("{0}")]
+    Ref(#[from] RefError),
+    #[error("{0}")]
+    Store(#[from] skewer_sources::StoreError),
+    #[error("fetch timed out after {0:?}")]
+    Timeout(Duration),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl FetchError {
+    fn reason(&self) -> &'static str {
+        match self {
+            FetchError::Invalid(_) => "InvalidSpec",
+            FetchError::Store(_) => "StorageOperationFailed",
+            _ => "GitOperationFailed",
+        }
+    }
+}
+
+pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
+    let api: Api<GitRepository> = match &namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    };
+    Controller::new(api, watcher::Config::default())
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                warn!(error = %e, "gitrepository reconcile");
+            }
+        })
+        .await;
+}
+
+fn error_policy(_: Arc<GitRepository>, _: &Error, _: Arc<Context>) -> Action {
+    Action::requeue(Duration::from_secs(5))
+}
+
+async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let ns = repo.namespace().ok_or(Error::NoNamespace)?;
+    let name = repo.name_any();
+    let generation = repo.metadata.generation;
+    let old = repo.status.clone().unwrap_or_default();
+    let mut status = old.clone();
+    if repo.spec.suspend {
+        return Ok(Action::await_change());
+    }
+    status.last_handled_reconcile_at = repo.annotations().get(RECONCILE_REQUESTED_AT).cloned();
+    let interval = match duration("interval", &repo.spec.interval) {
+        Ok(d) => d,
+        Err(msg) => {
+            conditions::mark_stalled(&mut status.conditions, "InvalidSpec", &msg, generation);
+            status.observed_generation = generation;
+            write_status(&ctx.client, &ns, &name, &status).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    let key = artifact_key(&ns, &name);
+    match fetch(&repo, &ctx, &key, &old).await {
+        Ok(Some(artifact)) => {
+            let msg = format!("stored artifact for revision '{}'", artifact.revision);
+            info!(namespace = %ns, name = %name, revision = %artifact.revision, "{msg}");
+            conditions::mark_ready(&mut status.conditions, "Succeeded", &msg, generation);
+            let changed = old.artifact.as_ref().map(|a| &a.revision) != Some(&artifact.revision);
+            status.artifact = Some(artifact);
+            if changed {
+                ctx.event(repo.as_ref(), false, "NewArtifact", msg).await;
+            }
+        }
+        Ok(None) => {
+            let revision = old.artifact.as_ref().map(|a| a.revision.clone()).unwrap_or_default();
+            let msg = format!("stored artifact for revision '{revision}'");
+            conditions::mark_ready(&mut status.conditions, "Succeeded", &msg, generation);
+        }
+        Err(e) => {
+            let msg = e.to_string();
+            warn!(namespace = %ns, name = %name, error = %msg, "fetch failed");
+            let was = conditions::find(&old.conditions, READY).map(|c| c.message.clone());
+            conditions::mark_failed(&mut status.conditions, e.reason(), &msg, generation);
+            if was.as_deref() != Some(msg.as_str()) {
+                ctx.event(repo.as_ref(), true, e.reason(), msg).await;
+            }
+        }
+    }
+    status.observed_generation = generation;
+    if status != old {
+        write_status(&ctx.client, &ns, &name, &status).await?;
+    }
+    Ok(Action::requeue(interval))
+}
+
+/// Fetches a new artifact if the remote moved; `None` when the stored one is current.
+async fn fetch(repo: &GitRepository, ctx: &Context, key: &str, old: &GitRepositoryStatus) -> Result<Option<ArtifactStatus>, FetchError> {
+    let spec = &repo.spec;
+    let timeout = match &spec.timeout {
+        Some(t) => duration("timeout", t).map_err(FetchError::Invalid)?,
+        None => Duration::from_secs(60),
+    };
+    if spec.secret_ref.is_some() {
+        return Err(FetchError::Invalid("spec.secretRef: authentication is not supported yet".into()));
+    }
+    let r = spec.reference.clone().unwrap_or_default();
+    let refspec = GitRefSpec { branch: r.branch, tag: r.tag, name: r.name, commit: r.commit };
+    let git = ctx.git.clone();
+    let url = spec.url.clone();
+    let k = key.to_string();
+    let store = ctx.store.clone();
+    let previous = old.artifact.clone();
+    let work = tokio::task::spawn_blocking(move || -> Result<Option<ArtifactStatus>, FetchError> {
+        let resolved: Resolved = if refspec.commit.is_some() && refspec.branch.is_none() {
+            refspec.resolve(&[])?
+        } else {
+            refspec.resolve(&git.list_remote(&k, &url)?)?
+        };
+        if let Some(prev) = &previous
+            && prev.revision == resolved.revision
+            && revision_commit(&prev.revision) == Some(resolved.commit.as_str())
+            && store.path_of(&k, &prev.digest).exists()
+        {
+            return Ok(None);
+        }
+        let files = git.fetch(&k, &url, &resolved)?;
+        let stored = store.put(&k, &resolved.revision, &files)?;
+        store.gc(&k, &stored.digest)?;
+        Ok(Some(ArtifactStatus {
+            revision: stored.revision,
+            digest: stored.digest,
+            size: stored.size,
+            path: stored.path.display().to_string(),
+            last_update_time: jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or(jiff::Timestamp::UNIX_EPOCH).to_string(),
+        }))
+    });
+    match tokio::time::timeout(timeout, work).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(join)) => Err(FetchError::Invalid(format!("fetch task failed: {join}"))),
+        Err(_) => Err(FetchError::Timeout(timeout)),
+    }
+}
+
+async fn write_status(client: &Client, ns: &str, name: &str, status: &GitRepositoryStatus) -> Result<(), Error> {
+    let api: Api<GitRepository> = Api::namespaced(client.clone(), ns);
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
+        .await?;
+    Ok(())
+}
