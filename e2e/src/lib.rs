@@ -1,1 +1,203 @@
-//! placeholder
+//! The end-to-end harness: a real API server (started by `e2e/cluster/up.sh`), a real git
+//! daemon on loopback, and the real `skewer` binary, one process per test, each test in its
+//! own namespace so tests run in parallel without seeing each other.
+
+pub mod git;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use tokio::time::{Instant, sleep};
+
+pub use git::{GitServer, Repo};
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn run(cmd: &mut Command) -> Result<String> {
+    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+    if !out.status.success() {
+        bail!("{cmd:?} failed: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Starts (or reuses) the local cluster `name` and returns its kubeconfig path.
+pub fn cluster(name: &str) -> Result<PathBuf> {
+    let out = run(Command::new("bash").arg(root().join("e2e/cluster/up.sh")).arg(name))?;
+    Ok(PathBuf::from(out.lines().last().unwrap_or_default().trim()))
+}
+
+static HUB: OnceLock<PathBuf> = OnceLock::new();
+
+/// The hub cluster's kubeconfig, with skewer's CRDs installed from `deploy/`.
+pub fn hub() -> &'static Path {
+    HUB.get_or_init(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let kc = cluster("hub").expect("starting the local cluster (e2e/cluster/up.sh hub)");
+        run(kubectl(&kc).args(["apply", "-f"]).arg(root().join("deploy/crds.yaml"))).expect("installing CRDs from deploy/");
+        run(kubectl(&kc).args(["wait", "--for=condition=Established", "crd/kustomizations.skewer.dev", "crd/gitrepositories.skewer.dev", "--timeout=60s"]))
+            .expect("CRDs established");
+        kc
+    })
+}
+
+pub fn kubectl(kubeconfig: &Path) -> Command {
+    let mut c = Command::new("kubectl");
+    c.env("KUBECONFIG", kubeconfig);
+    c
+}
+
+/// Runs kubectl against the hub and returns stdout, failing on a non-zero exit.
+pub fn kc(args: &[&str]) -> Result<String> {
+    run(kubectl(hub()).args(args))
+}
+
+/// Applies a YAML document to the hub.
+pub fn kc_apply(yaml: &str) -> Result<()> {
+    use std::io::Write;
+    let mut child = kubectl(hub())
+        .args(["apply", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    child.stdin.take().context("stdin")?.write_all(yaml.as_bytes())?;
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!("kubectl apply failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(())
+}
+
+pub async fn client(kubeconfig: &Path) -> Result<Client> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let kc = Kubeconfig::read_from(kubeconfig)?;
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+    Ok(Client::try_from(config)?)
+}
+
+/// A unique, DNS-safe name for this test run.
+pub fn unique(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    format!("{prefix}-{:x}{:x}", std::process::id() % 0xfff, (nanos ^ N.fetch_add(1, Ordering::Relaxed).wrapping_mul(7919)) % 0xfffff)
+}
+
+/// Creates a namespace for one test.
+pub fn namespace(prefix: &str) -> Result<String> {
+    let ns = unique(prefix);
+    kc(&["create", "namespace", &ns])?;
+    Ok(ns)
+}
+
+/// Polls `check` until it returns `Some`, or fails after `timeout` with the last state seen.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>>>,
+{
+    let deadline = Instant::now() + timeout;
+    let mut last = String::from("never checked");
+    loop {
+        match check().await {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => last = "not yet".into(),
+            Err(e) => last = format!("{e:#}"),
+        }
+        if Instant::now() >= deadline {
+            bail!("timed out after {timeout:?} waiting for {what}: {last}");
+        }
+        sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Path of the skewer binary, built on first use.
+pub fn skewer_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(p) = std::env::var("SKEWER_BIN") {
+            return PathBuf::from(p);
+        }
+        let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.current_dir(root()).args(["build", "-q", "-p", "skewer-agent", "--bin", "skewer"]);
+        if profile == "release" {
+            cmd.arg("--release");
+        }
+        run(&mut cmd).expect("building skewer");
+        root().join("target").join(profile).join("skewer")
+    })
+}
+
+/// A running `skewer run`, killed on drop.
+pub struct Skewer {
+    child: Child,
+    pub data_dir: tempfile::TempDir,
+    pub log: PathBuf,
+    namespace: String,
+    extra: Vec<String>,
+}
+
+impl Skewer {
+    /// Starts skewer watching only `namespace`.
+    pub fn start(namespace: &str) -> Result<Self> {
+        Self::start_with(namespace, &[])
+    }
+
+    pub fn start_with(namespace: &str, extra: &[&str]) -> Result<Self> {
+        let data_dir = tempfile::tempdir()?;
+        let log = data_dir.path().join("skewer.log");
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let child = Self::spawn(namespace, data_dir.path(), &log, &extra)?;
+        Ok(Self { child, data_dir, log, namespace: namespace.into(), extra })
+    }
+
+    fn spawn(namespace: &str, data: &Path, log: &Path, extra: &[String]) -> Result<Child> {
+        let logf = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
+        Ok(Command::new(skewer_bin())
+            .args(["run", "--namespace", namespace, "--data-dir"])
+            .arg(data)
+            .args(extra)
+            .env("KUBECONFIG", hub())
+            .env("RUST_LOG", "info,kube=warn")
+            .stdout(logf.try_clone()?)
+            .stderr(logf)
+            .spawn()?)
+    }
+
+    /// SIGKILL: no chance to clean up, as in a node failure.
+    pub fn kill(&mut self) -> Result<()> {
+        self.child.kill()?;
+        self.child.wait()?;
+        Ok(())
+    }
+
+    /// Starts again with the same data directory and flags.
+    pub fn restart(&mut self) -> Result<()> {
+        self.child = Self::spawn(&self.namespace, self.data_dir.path(), &self.log, &self.extra)?;
+        Ok(())
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Skewer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("---- skewer log ----\n{}", self.logs());
+        }
+    }
+}
