@@ -8,7 +8,11 @@ use skewer_agent::{controllers, manifests};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
-#[command(name = "skewer", version, about = "GitOps reconciler: keeps clusters in step with Git.")]
+#[command(
+    name = "skewer",
+    version,
+    about = "GitOps reconciler: keeps clusters in step with Git."
+)]
 struct Cli {
     /// Log format.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "SKEWER_LOG_FORMAT")]
@@ -50,8 +54,11 @@ enum Command {
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,kube=warn"));
-    let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,kube=warn"));
+    let fmt = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match cli.log_format {
         LogFormat::Json => fmt.json().init(),
         LogFormat::Text => fmt.init(),
@@ -60,15 +67,21 @@ async fn main() -> Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
 
     match cli.command {
-        Command::Run { namespace, data_dir, concurrency } => run(namespace, data_dir, concurrency).await,
+        Command::Run {
+            namespace,
+            data_dir,
+            concurrency,
+        } => run(namespace, data_dir, concurrency).await,
         Command::Manifests { out, image } => {
             let files = manifests::files(&image)?;
             match out {
                 Some(dir) => {
-                    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+                    std::fs::create_dir_all(&dir)
+                        .with_context(|| format!("creating {}", dir.display()))?;
                     for (name, content) in files {
                         let path = dir.join(name);
-                        std::fs::write(&path, content).with_context(|| format!("writing {}", path.display()))?;
+                        std::fs::write(&path, content)
+                            .with_context(|| format!("writing {}", path.display()))?;
                     }
                 }
                 None => files.iter().for_each(|(_, c)| print!("{c}")),
@@ -79,7 +92,9 @@ async fn main() -> Result<()> {
 }
 
 async fn run(namespace: Option<String>, data_dir: PathBuf, concurrency: usize) -> Result<()> {
-    let client = kube::Client::try_default().await.context("connecting to the cluster (KUBECONFIG or in-cluster)")?;
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the cluster (KUBECONFIG or in-cluster)")?;
     let ctx = controllers::Context::new(client, &data_dir, concurrency)
         .await
         .context("asking the API server its version")?;

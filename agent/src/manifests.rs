@@ -46,27 +46,27 @@ fn rbac() -> Vec<Value> {
 
 fn deployment(image: &str) -> Value {
     json!({"apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "skewer", "namespace": NAMESPACE, "labels": {"app.kubernetes.io/name": "skewer"}},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app.kubernetes.io/name": "skewer"}},
-            "template": {
-                "metadata": {"labels": {"app.kubernetes.io/name": "skewer"}},
-                "spec": {
-                    "serviceAccountName": "skewer",
-                    "containers": [{
-                        "name": "skewer",
-                        "image": image,
-                        "args": ["run", "--data-dir=/data", "--log-format=json"],
-                        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-                        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
-                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
-                        "securityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true, "runAsNonRoot": true, "capabilities": {"drop": ["ALL"]}},
-                    }],
-                    "volumes": [{"name": "data", "emptyDir": {}}],
-                }
+    "metadata": {"name": "skewer", "namespace": NAMESPACE, "labels": {"app.kubernetes.io/name": "skewer"}},
+    "spec": {
+        "replicas": 1,
+        "selector": {"matchLabels": {"app.kubernetes.io/name": "skewer"}},
+        "template": {
+            "metadata": {"labels": {"app.kubernetes.io/name": "skewer"}},
+            "spec": {
+                "serviceAccountName": "skewer",
+                "containers": [{
+                    "name": "skewer",
+                    "image": image,
+                    "args": ["run", "--data-dir=/data", "--log-format=json"],
+                    "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                    "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+                    "securityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true, "runAsNonRoot": true, "capabilities": {"drop": ["ALL"]}},
+                }],
+                "volumes": [{"name": "data", "emptyDir": {}}],
             }
-        }})
+        }
+    }})
 }
 
 pub const DEFAULT_IMAGE: &str = "ghcr.io/skewer-dev/skewer:v0.1.0";
@@ -81,7 +81,10 @@ mod tests {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
         for (name, content) in files(DEFAULT_IMAGE).unwrap() {
             let on_disk = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
-            assert!(on_disk == content, "deploy/{name} is stale: run `cargo run -p skewer-agent -- manifests --out deploy`");
+            assert!(
+                on_disk == content,
+                "deploy/{name} is stale: run `cargo run -p skewer-agent -- manifests --out deploy`"
+            );
         }
     }
 
@@ -91,6 +94,9 @@ mod tests {
         let v = &crd["spec"]["versions"][0];
         assert_eq!(v["name"], "v1alpha1");
         assert!(v["subresources"]["status"].is_object());
-        assert!(v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["sourceRef"].is_object());
+        assert!(
+            v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["sourceRef"]
+                .is_object()
+        );
     }
 }

@@ -47,7 +47,11 @@ pub struct ApplyError {
 
 impl ApplyError {
     fn new(m: &Manifest, message: impl Into<String>) -> Self {
-        Self { object: m.display(), origin: m.origin.clone(), message: message.into() }
+        Self {
+            object: m.display(),
+            origin: m.origin.clone(),
+            message: message.into(),
+        }
     }
 }
 
@@ -100,7 +104,10 @@ impl Applier {
         let info = client.apiserver_version().await?;
         let num = |s: &str| s.trim_end_matches('+').parse::<u32>().unwrap_or(u32::MAX);
         let old = normalize::needed(num(&info.major), num(&info.minor));
-        Ok(Self { resources: Arc::new(Resources::new(client)), normalize: old })
+        Ok(Self {
+            resources: Arc::new(Resources::new(client)),
+            normalize: old,
+        })
     }
 
     pub fn resources(&self) -> &Arc<Resources> {
@@ -113,7 +120,11 @@ impl Applier {
 
     /// Resolves, transforms and orders the manifests. Fails on the first object whose kind the
     /// server does not know.
-    pub async fn plan(&self, manifests: Vec<Manifest>, opts: &ApplyOptions) -> Result<Plan, ApplyError> {
+    pub async fn plan(
+        &self,
+        manifests: Vec<Manifest>,
+        opts: &ApplyOptions,
+    ) -> Result<Plan, ApplyError> {
         let crds: Vec<Manifest> = manifests
             .iter()
             .filter(|m| m.kind() == "CustomResourceDefinition")
@@ -130,7 +141,8 @@ impl Applier {
                     .resolve(m.api_version(), m.kind(), &crd_refs)
                     .await
                     .map_err(|e| ApplyError::new(&m, e.to_string()))?;
-                opts.transform.apply(&mut m, resource.namespaced, &opts.owner);
+                opts.transform
+                    .apply(&mut m, resource.namespaced, &opts.owner);
                 if resource.namespaced && m.namespace().is_empty() {
                     m.object["metadata"]["namespace"] = Value::String("default".into());
                 }
@@ -140,17 +152,28 @@ impl Applier {
                 if !seen.insert(m.id()) {
                     return Err(ApplyError::new(&m, "the source defines this object twice"));
                 }
-                planned.push(Planned { manifest: m, resource });
+                planned.push(Planned {
+                    manifest: m,
+                    resource,
+                });
             }
             out.push((stage.definitions, planned));
         }
-        let inventory = Inventory::from_manifests(out.iter().flat_map(|(_, s)| s.iter().map(|p| &p.manifest)));
-        Ok(Plan { stages: out.into_iter().map(|(_, s)| s).collect(), inventory })
+        let inventory =
+            Inventory::from_manifests(out.iter().flat_map(|(_, s)| s.iter().map(|p| &p.manifest)));
+        Ok(Plan {
+            stages: out.into_iter().map(|(_, s)| s).collect(),
+            inventory,
+        })
     }
 
     /// Applies a plan stage by stage. Stops at the first stage with an error and returns every
     /// error of that stage.
-    pub async fn apply(&self, plan: &Plan, opts: &ApplyOptions) -> Result<Vec<Outcome>, Vec<ApplyError>> {
+    pub async fn apply(
+        &self,
+        plan: &Plan,
+        opts: &ApplyOptions,
+    ) -> Result<Vec<Outcome>, Vec<ApplyError>> {
         let mut outcomes = Vec::with_capacity(plan.len());
         for stage in &plan.stages {
             // Indices, not `&Planned`: a closure over borrowed items makes the future not
@@ -185,7 +208,12 @@ impl Applier {
         let id = m.id();
         let api = self.api(p);
         match m.annotation(SSA_POLICY) {
-            Some("Ignore") => return Ok(Outcome { id, action: Action::Skipped }),
+            Some("Ignore") => {
+                return Ok(Outcome {
+                    id,
+                    action: Action::Skipped,
+                });
+            }
             Some("IfNotPresent") => {
                 let exists = api
                     .get_metadata_opt(m.name())
@@ -193,52 +221,86 @@ impl Applier {
                     .map_err(|e| ApplyError::new(m, api_message(&e)))?
                     .is_some();
                 if exists {
-                    return Ok(Outcome { id, action: Action::Skipped });
+                    return Ok(Outcome {
+                        id,
+                        action: Action::Skipped,
+                    });
                 }
             }
             Some("Override" | "Merge") | None => {}
             Some(other) => {
                 return Err(ApplyError::new(
                     m,
-                    format!("annotation {SSA_POLICY}: '{other}' is not one of Override, Merge, IfNotPresent, Ignore"),
+                    format!(
+                        "annotation {SSA_POLICY}: '{other}' is not one of Override, Merge, IfNotPresent, Ignore"
+                    ),
                 ));
             }
         }
         let params = PatchParams::apply(&opts.field_manager).force();
         match api.patch(m.name(), &params, &Patch::Apply(&m.object)).await {
-            Ok(_) => Ok(Outcome { id, action: Action::Applied }),
+            Ok(_) => Ok(Outcome {
+                id,
+                action: Action::Applied,
+            }),
             Err(e) if is_immutable(&e) => {
                 let forced = opts.force || m.annotation(FORCE) == Some("enabled");
                 if !forced {
                     return Err(ApplyError::new(
                         m,
-                        format!("{} (annotate the object with {FORCE}: enabled to recreate it)", api_message(&e)),
+                        format!(
+                            "{} (annotate the object with {FORCE}: enabled to recreate it)",
+                            api_message(&e)
+                        ),
                     ));
                 }
                 self.recreate(&api, m, &params, opts.wait_timeout).await?;
-                Ok(Outcome { id, action: Action::Recreated })
+                Ok(Outcome {
+                    id,
+                    action: Action::Recreated,
+                })
             }
             Err(e) => Err(ApplyError::new(m, api_message(&e))),
         }
     }
 
-    async fn recreate(&self, api: &Api<DynamicObject>, m: &Manifest, params: &PatchParams, timeout: Duration) -> Result<(), ApplyError> {
-        let dp = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
+    async fn recreate(
+        &self,
+        api: &Api<DynamicObject>,
+        m: &Manifest,
+        params: &PatchParams,
+        timeout: Duration,
+    ) -> Result<(), ApplyError> {
+        let dp = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..Default::default()
+        };
         match api.delete(m.name(), &dp).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(ApplyError::new(m, format!("deleting to recreate: {}", api_message(&e)))),
+            Err(e) => {
+                return Err(ApplyError::new(
+                    m,
+                    format!("deleting to recreate: {}", api_message(&e)),
+                ));
+            }
         }
         wait::until_gone(api, m.name(), timeout)
             .await
-            .map_err(|e| ApplyError::new(m, format!("waiting for deletion before recreate: {e}")))?;
+            .map_err(|e| {
+                ApplyError::new(m, format!("waiting for deletion before recreate: {e}"))
+            })?;
         api.patch(m.name(), params, &Patch::Apply(&m.object))
             .await
             .map(|_| ())
             .map_err(|e| ApplyError::new(m, format!("recreating: {}", api_message(&e))))
     }
 
-    async fn wait_for_crds(&self, stage: &[Planned], opts: &ApplyOptions) -> Result<(), ApplyError> {
+    async fn wait_for_crds(
+        &self,
+        stage: &[Planned],
+        opts: &ApplyOptions,
+    ) -> Result<(), ApplyError> {
         let crds: Vec<&Planned> = stage
             .iter()
             .filter(|p| p.manifest.kind() == "CustomResourceDefinition")
@@ -247,11 +309,16 @@ impl Applier {
             .map(Ok)
             .try_for_each_concurrent(8, |p| async move {
                 let api = self.api(p);
-                wait::until(&api, p.manifest.name(), opts.wait_timeout, |obj| match health(obj) {
-                    Health::Current => Ok(true),
-                    Health::Failed(msg) => Err(msg),
-                    Health::InProgress(_) => Ok(false),
-                })
+                wait::until(
+                    &api,
+                    p.manifest.name(),
+                    opts.wait_timeout,
+                    |obj| match health(obj) {
+                        Health::Current => Ok(true),
+                        Health::Failed(msg) => Err(msg),
+                        Health::InProgress(_) => Ok(false),
+                    },
+                )
                 .await
                 .map_err(|e| ApplyError::new(&p.manifest, format!("CRD not established: {e}")))
             })
@@ -285,6 +352,17 @@ pub fn is_immutable(e: &kube::Error) -> bool {
 pub fn describe(stages: &[Stage]) -> Vec<String> {
     stages
         .iter()
-        .map(|s| format!("wave {} {}: {} objects", s.wave, if s.definitions { "definitions" } else { "resources" }, s.manifests.len()))
+        .map(|s| {
+            format!(
+                "wave {} {}: {} objects",
+                s.wave,
+                if s.definitions {
+                    "definitions"
+                } else {
+                    "resources"
+                },
+                s.manifests.len()
+            )
+        })
         .collect()
 }

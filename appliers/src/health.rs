@@ -58,13 +58,16 @@ pub fn health(obj: &Value) -> Health {
     if condition_is(obj, "Reconciling", "True") {
         return InProgress(message_of(obj, "Reconciling"));
     }
-    let (group, _) = crate::object::split_api_version(obj["apiVersion"].as_str().unwrap_or_default());
+    let (group, _) =
+        crate::object::split_api_version(obj["apiVersion"].as_str().unwrap_or_default());
     let kind = obj["kind"].as_str().unwrap_or_default();
     let status = &obj["status"];
     match (group, kind) {
         ("apps", "Deployment") => {
             let want = obj["spec"]["replicas"].as_i64().unwrap_or(1);
-            if condition(obj, "Progressing").is_some_and(|c| c["reason"] == "ProgressDeadlineExceeded") {
+            if condition(obj, "Progressing")
+                .is_some_and(|c| c["reason"] == "ProgressDeadlineExceeded")
+            {
                 return Failed(message_of(obj, "Progressing"));
             }
             let (updated, ready, available, total) = (
@@ -91,7 +94,11 @@ pub fn health(obj: &Value) -> Health {
                 InProgress(format!("ready replicas: {ready}/{want}"))
             } else if obj["spec"]["updateStrategy"]["type"] != "OnDelete" && updated < want {
                 InProgress(format!("updated replicas: {updated}/{want}"))
-            } else if status["updateRevision"] != status["currentRevision"] && updated == want && ready == want && status["currentRevision"].is_string() {
+            } else if status["updateRevision"] != status["currentRevision"]
+                && updated == want
+                && ready == want
+                && status["currentRevision"].is_string()
+            {
                 InProgress("rolling update in progress".into())
             } else {
                 Current
@@ -118,7 +125,10 @@ pub fn health(obj: &Value) -> Health {
                 Current
             } else {
                 let completions = obj["spec"]["completions"].as_i64().unwrap_or(1);
-                InProgress(format!("succeeded: {}/{completions}", int(&status["succeeded"])))
+                InProgress(format!(
+                    "succeeded: {}/{completions}",
+                    int(&status["succeeded"])
+                ))
             }
         }
         ("", "PersistentVolumeClaim") => match status["phase"].as_str() {
@@ -126,7 +136,11 @@ pub fn health(obj: &Value) -> Health {
             phase => InProgress(format!("phase: {}", phase.unwrap_or("Pending"))),
         },
         ("", "Service") => {
-            if obj["spec"]["type"] == "LoadBalancer" && status["loadBalancer"]["ingress"].as_array().is_none_or(|i| i.is_empty()) {
+            if obj["spec"]["type"] == "LoadBalancer"
+                && status["loadBalancer"]["ingress"]
+                    .as_array()
+                    .is_none_or(|i| i.is_empty())
+            {
                 InProgress("waiting for a load balancer address".into())
             } else {
                 Current
@@ -166,7 +180,10 @@ mod tests {
             "spec": {"replicas": 2}, "status": {"observedGeneration": 1}});
         assert!(matches!(health(&d), Health::InProgress(m) if m.contains("generation 2")));
         d["status"] = json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 1, "availableReplicas": 1});
-        assert_eq!(health(&d), Health::InProgress("available replicas: 1/2".into()));
+        assert_eq!(
+            health(&d),
+            Health::InProgress("available replicas: 1/2".into())
+        );
         d["status"]["readyReplicas"] = json!(2);
         d["status"]["availableReplicas"] = json!(2);
         assert_eq!(health(&d), Health::Current);

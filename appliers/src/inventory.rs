@@ -49,13 +49,22 @@ mod tests {
     use super::*;
 
     fn id(name: &str) -> ObjectId {
-        ObjectId { namespace: "ns".into(), name: name.into(), group: String::new(), kind: "ConfigMap".into() }
+        ObjectId {
+            namespace: "ns".into(),
+            name: name.into(),
+            group: String::new(),
+            kind: "ConfigMap".into(),
+        }
     }
 
     #[test]
     fn stale_is_old_minus_new() {
-        let old = Inventory { entries: [(id("a"), "v1".into()), (id("b"), "v1".into())].into() };
-        let new = Inventory { entries: [(id("b"), "v1".into()), (id("c"), "v1".into())].into() };
+        let old = Inventory {
+            entries: [(id("a"), "v1".into()), (id("b"), "v1".into())].into(),
+        };
+        let new = Inventory {
+            entries: [(id("b"), "v1".into()), (id("c"), "v1".into())].into(),
+        };
         assert_eq!(old.stale(&new), vec![(id("a"), "v1".to_string())]);
         assert!(new.stale(&new).is_empty());
     }

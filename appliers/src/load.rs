@@ -20,7 +20,11 @@ pub enum LoadError {
     #[error("{file}: {message}")]
     Parse { file: String, message: String },
     #[error("{file}: document {document}: {message}")]
-    Invalid { file: String, document: usize, message: String },
+    Invalid {
+        file: String,
+        document: usize,
+        message: String,
+    },
 }
 
 fn yaml_options() -> serde_saphyr::Options {
@@ -39,7 +43,9 @@ pub fn normalize_path(path: &str) -> String {
 }
 
 fn is_manifest(path: &str) -> bool {
-    [".yaml", ".yml", ".json"].iter().any(|ext| path.ends_with(ext))
+    [".yaml", ".yml", ".json"]
+        .iter()
+        .any(|ext| path.ends_with(ext))
 }
 
 /// Loads the manifests of every file under `path`, sorted by file path so the result is
@@ -110,7 +116,10 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<Vec<Manifest>, LoadError> {
             for (i, item) in doc["items"].as_array().into_iter().flatten().enumerate() {
                 let origin = format!("{path}#{document}.items[{i}]");
                 validate(item).map_err(|m| invalid(format!("items[{i}]: {m}")))?;
-                out.push(Manifest { origin, object: item.clone() });
+                out.push(Manifest {
+                    origin,
+                    object: item.clone(),
+                });
             }
             continue;
         }
@@ -161,16 +170,28 @@ mod tests {
     use super::*;
 
     fn f<'a>(path: &'a str, data: &'a str) -> SourceFile<'a> {
-        SourceFile { path, data: data.as_bytes() }
+        SourceFile {
+            path,
+            data: data.as_bytes(),
+        }
     }
 
     #[test]
     fn loads_multi_document_yaml_and_json_under_path() {
         let files = [
-            f("apps/a.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n"),
-            f("apps/sub/c.json", r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"c"}}"#),
+            f(
+                "apps/a.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n",
+            ),
+            f(
+                "apps/sub/c.json",
+                r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"c"}}"#,
+            ),
             f("apps/README.md", "# not a manifest"),
-            f("other/d.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: d}\n"),
+            f(
+                "other/d.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: d}\n",
+            ),
         ];
         let got = load(&files, "./apps").unwrap();
         let names: Vec<_> = got.iter().map(|m| m.name()).collect();
@@ -181,20 +202,29 @@ mod tests {
 
     #[test]
     fn yaml_1_1_octal_as_kubectl_reads_it() {
-        let files = [f("s.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {mode: 0644}\n")];
+        let files = [f(
+            "s.yaml",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {mode: 0644}\n",
+        )];
         let got = load(&files, "").unwrap();
         assert_eq!(got[0].object["spec"]["mode"], 420);
     }
 
     #[test]
     fn lists_are_flattened() {
-        let files = [f("l.yaml", "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: x}}\n")];
+        let files = [f(
+            "l.yaml",
+            "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: x}}\n",
+        )];
         assert_eq!(load(&files, "").unwrap()[0].name(), "x");
     }
 
     #[test]
     fn broken_yaml_names_file_and_line() {
-        let files = [f("apps/bad.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [unclosed\n")];
+        let files = [f(
+            "apps/bad.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [unclosed\n",
+        )];
         let err = load(&files, "apps").unwrap_err().to_string();
         assert!(err.starts_with("apps/bad.yaml: line "), "{err}");
     }
@@ -205,13 +235,21 @@ mod tests {
         let err = load(&files, "").unwrap_err().to_string();
         assert_eq!(err, "x.yaml: document 1: field 'apiVersion' is missing");
         let files = [f("x.yaml", "apiVersion: v1\nkind: ConfigMap\n")];
-        assert!(load(&files, "").unwrap_err().to_string().contains("metadata.name"));
+        assert!(
+            load(&files, "")
+                .unwrap_err()
+                .to_string()
+                .contains("metadata.name")
+        );
     }
 
     #[test]
     fn missing_path_is_an_error() {
         let files = [f("a.yaml", "")];
-        assert_eq!(load(&files, "nope"), Err(LoadError::PathNotFound("nope".into())));
+        assert_eq!(
+            load(&files, "nope"),
+            Err(LoadError::PathNotFound("nope".into()))
+        );
         assert!(load(&files, "./").unwrap().is_empty());
     }
 }

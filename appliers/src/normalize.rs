@@ -20,7 +20,8 @@ pub fn normalize(obj: &mut Value) {
 fn add_protocols(ports: &mut Value) {
     for port in ports.as_array_mut().into_iter().flatten() {
         if let Some(p) = port.as_object_mut() {
-            p.entry("protocol").or_insert_with(|| Value::String("TCP".into()));
+            p.entry("protocol")
+                .or_insert_with(|| Value::String("TCP".into()));
         }
     }
 }
@@ -53,7 +54,11 @@ fn walk_pod_specs(v: &mut Value) {
 }
 
 fn stringify_quantities(section: &mut Value) {
-    for q in section.as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
+    for q in section
+        .as_object_mut()
+        .into_iter()
+        .flat_map(|m| m.values_mut())
+    {
         if let Value::Number(n) = q {
             *q = Value::String(n.to_string());
         }
@@ -61,14 +66,18 @@ fn stringify_quantities(section: &mut Value) {
 }
 
 fn prune_nulls(container: &mut Value) {
-    let Some(c) = container.as_object_mut() else { return };
+    let Some(c) = container.as_object_mut() else {
+        return;
+    };
     if c.get("ports").is_some_and(Value::is_null) {
         c.remove("ports");
     }
     if let Some(res) = c.get_mut("resources").and_then(Value::as_object_mut) {
         res.retain(|_, v| !v.is_null());
     }
-    if c.get("resources").is_some_and(|r| r.is_null() || r.as_object().is_some_and(|o| o.is_empty())) {
+    if c.get("resources")
+        .is_some_and(|r| r.is_null() || r.as_object().is_some_and(|o| o.is_empty()))
+    {
         c.remove("resources");
     }
 }
@@ -102,7 +111,10 @@ mod tests {
     fn containers_without_ports_stay_without() {
         let mut p = json!({"kind": "Pod", "spec": {"containers": [{"name": "c"}]}});
         normalize(&mut p);
-        assert_eq!(p, json!({"kind": "Pod", "spec": {"containers": [{"name": "c"}]}}));
+        assert_eq!(
+            p,
+            json!({"kind": "Pod", "spec": {"containers": [{"name": "c"}]}})
+        );
     }
 
     #[test]

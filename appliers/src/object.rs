@@ -33,7 +33,11 @@ impl ObjectId {
 
 impl fmt::Display for ObjectId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}_{}_{}_{}", self.namespace, self.name, self.group, self.kind)
+        write!(
+            f,
+            "{}_{}_{}_{}",
+            self.namespace, self.name, self.group, self.kind
+        )
     }
 }
 

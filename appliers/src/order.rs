@@ -55,15 +55,31 @@ pub struct Stage {
 /// are sorted by kind rank, namespace and name so output is deterministic.
 pub fn stages(mut manifests: Vec<Manifest>) -> Vec<Stage> {
     manifests.sort_by(|a, b| {
-        (wave(a), kind_rank(a.kind()), a.namespace(), a.name(), a.kind())
-            .cmp(&(wave(b), kind_rank(b.kind()), b.namespace(), b.name(), b.kind()))
+        (
+            wave(a),
+            kind_rank(a.kind()),
+            a.namespace(),
+            a.name(),
+            a.kind(),
+        )
+            .cmp(&(
+                wave(b),
+                kind_rank(b.kind()),
+                b.namespace(),
+                b.name(),
+                b.kind(),
+            ))
     });
     let mut out: Vec<Stage> = Vec::new();
     for m in manifests {
         let (w, def) = (wave(&m), kind_rank(m.kind()) < FIRST_STAGE_END);
         match out.last_mut() {
             Some(s) if s.wave == w && s.definitions == def => s.manifests.push(m),
-            _ => out.push(Stage { wave: w, definitions: def, manifests: vec![m] }),
+            _ => out.push(Stage {
+                wave: w,
+                definitions: def,
+                manifests: vec![m],
+            }),
         }
     }
     out
@@ -79,11 +95,22 @@ mod tests {
         if let Some(w) = wave {
             obj["metadata"]["annotations"] = json!({ARGO_SYNC_WAVE: w});
         }
-        Manifest { origin: String::new(), object: obj }
+        Manifest {
+            origin: String::new(),
+            object: obj,
+        }
     }
 
     fn names(stages: &[Stage]) -> Vec<Vec<String>> {
-        stages.iter().map(|s| s.manifests.iter().map(|m| format!("{}/{}", m.kind(), m.name())).collect()).collect()
+        stages
+            .iter()
+            .map(|s| {
+                s.manifests
+                    .iter()
+                    .map(|m| format!("{}/{}", m.kind(), m.name()))
+                    .collect()
+            })
+            .collect()
     }
 
     #[test]
@@ -98,7 +125,10 @@ mod tests {
         assert_eq!(
             names(&got),
             vec![
-                vec!["Namespace/app", "CustomResourceDefinition/widgets.example.com"],
+                vec![
+                    "Namespace/app",
+                    "CustomResourceDefinition/widgets.example.com"
+                ],
                 vec!["ConfigMap/cfg", "Deployment/web", "Widget/w"],
             ]
         );
@@ -107,7 +137,18 @@ mod tests {
 
     #[test]
     fn waves_come_before_kinds() {
-        let got = stages(vec![m("Namespace", "late", Some("1")), m("ConfigMap", "early", Some("-1")), m("ConfigMap", "mid", None)]);
-        assert_eq!(names(&got), vec![vec!["ConfigMap/early"], vec!["ConfigMap/mid"], vec!["Namespace/late"]]);
+        let got = stages(vec![
+            m("Namespace", "late", Some("1")),
+            m("ConfigMap", "early", Some("-1")),
+            m("ConfigMap", "mid", None),
+        ]);
+        assert_eq!(
+            names(&got),
+            vec![
+                vec!["ConfigMap/early"],
+                vec!["ConfigMap/mid"],
+                vec!["Namespace/late"]
+            ]
+        );
     }
 }

@@ -32,7 +32,11 @@ pub enum PatchError {
     #[error("patches[{index}]: {message}")]
     Invalid { index: usize, message: String },
     #[error("patches[{index}] on {object}: {message}")]
-    Apply { index: usize, object: String, message: String },
+    Apply {
+        index: usize,
+        object: String,
+        message: String,
+    },
 }
 
 enum Parsed {
@@ -44,8 +48,12 @@ enum Parsed {
 pub fn apply_patches(manifests: &mut [Manifest], patches: &[PatchSpec]) -> Result<(), PatchError> {
     for (index, spec) in patches.iter().enumerate() {
         let invalid = |message: String| PatchError::Invalid { index, message };
-        let value: Value = serde_saphyr::from_str(&spec.patch)
-            .map_err(|e| invalid(format!("not YAML or JSON: {}", e.to_string().lines().next().unwrap_or_default())))?;
+        let value: Value = serde_saphyr::from_str(&spec.patch).map_err(|e| {
+            invalid(format!(
+                "not YAML or JSON: {}",
+                e.to_string().lines().next().unwrap_or_default()
+            ))
+        })?;
         let (parsed, implied) = match value {
             Value::Array(_) => {
                 let p: json_patch::Patch = serde_json::from_value(value)
@@ -56,7 +64,11 @@ pub fn apply_patches(manifests: &mut [Manifest], patches: &[PatchSpec]) -> Resul
                 let implied = implied_selector(&value);
                 (Parsed::Merge(value), implied)
             }
-            _ => return Err(invalid("a patch must be a list of operations or a mapping".into())),
+            _ => {
+                return Err(invalid(
+                    "a patch must be a list of operations or a mapping".into(),
+                ));
+            }
         };
         let selector = match (&spec.target, implied) {
             (Some(t), _) => t.clone(),
@@ -74,7 +86,11 @@ pub fn apply_patches(manifests: &mut [Manifest], patches: &[PatchSpec]) -> Resul
                 continue;
             }
             let object = m.display();
-            let apply_err = |message: String| PatchError::Apply { index, object, message };
+            let apply_err = |message: String| PatchError::Apply {
+                index,
+                object,
+                message,
+            };
             match &parsed {
                 Parsed::Json(p) => {
                     json_patch::patch(&mut m.object, p).map_err(|e| apply_err(e.to_string()))?
@@ -119,7 +135,9 @@ fn parse_label_selector(s: &str) -> Result<Vec<Requirement>, String> {
             } else if let Some(k) = part.strip_prefix('!') {
                 Requirement::NotExists(k.trim().into())
             } else if part.contains([' ', '(']) {
-                return Err(format!("labelSelector '{s}': set-based selectors are not supported"));
+                return Err(format!(
+                    "labelSelector '{s}': set-based selectors are not supported"
+                ));
             } else {
                 Requirement::Exists(part.into())
             };
@@ -131,7 +149,11 @@ fn parse_label_selector(s: &str) -> Result<Vec<Requirement>, String> {
 fn labels_of(m: &Manifest) -> BTreeMap<&str, &str> {
     m.object["metadata"]["labels"]
         .as_object()
-        .map(|l| l.iter().filter_map(|(k, v)| Some((k.as_str(), v.as_str()?))).collect())
+        .map(|l| {
+            l.iter()
+                .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -174,7 +196,11 @@ mod tests {
         let mut ms = vec![deploy("a", "front"), deploy("b", "back")];
         let spec = PatchSpec {
             patch: "- op: replace\n  path: /spec/replicas\n  value: 3\n".into(),
-            target: Some(Selector { kind: Some("Deployment".into()), label_selector: Some("tier=front".into()), ..Default::default() }),
+            target: Some(Selector {
+                kind: Some("Deployment".into()),
+                label_selector: Some("tier=front".into()),
+                ..Default::default()
+            }),
         };
         apply_patches(&mut ms, &[spec]).unwrap();
         assert_eq!(ms[0].object["spec"]["replicas"], 3);
@@ -199,17 +225,31 @@ mod tests {
         let mut ms = vec![deploy("a", "x")];
         let spec = PatchSpec {
             patch: r#"[{"op": "remove", "path": "/spec/missing"}]"#.into(),
-            target: Some(Selector { name: Some("a".into()), ..Default::default() }),
+            target: Some(Selector {
+                name: Some("a".into()),
+                ..Default::default()
+            }),
         };
         let err = apply_patches(&mut ms, &[spec]).unwrap_err();
-        assert!(matches!(&err, PatchError::Apply { index: 0, object, .. } if object == "Deployment/web/a"), "{err}");
+        assert!(
+            matches!(&err, PatchError::Apply { index: 0, object, .. } if object == "Deployment/web/a"),
+            "{err}"
+        );
     }
 
     #[test]
     fn untargeted_json_patch_is_refused() {
         let mut ms = vec![deploy("a", "x")];
-        let spec = PatchSpec { patch: "[]".into(), target: None };
-        assert!(apply_patches(&mut ms, &[spec]).unwrap_err().to_string().contains("no target"));
+        let spec = PatchSpec {
+            patch: "[]".into(),
+            target: None,
+        };
+        assert!(
+            apply_patches(&mut ms, &[spec])
+                .unwrap_err()
+                .to_string()
+                .contains("no target")
+        );
     }
 
     #[test]

@@ -35,7 +35,10 @@ pub async fn prune(
     // Reverse order: ordinary objects first, then definitions, namespaces last.
     let mut by_rank: BTreeMap<std::cmp::Reverse<u8>, Vec<(ObjectId, String)>> = BTreeMap::new();
     for (id, v) in stale {
-        by_rank.entry(std::cmp::Reverse(kind_rank(&id.kind))).or_default().push((id, v));
+        by_rank
+            .entry(std::cmp::Reverse(kind_rank(&id.kind)))
+            .or_default()
+            .push((id, v));
     }
     let mut report = PruneReport::default();
     for (_, batch) in by_rank {
@@ -62,7 +65,13 @@ pub async fn prune(
 }
 
 /// `Ok(None)`: deleted. `Ok(Some(reason))`: deliberately left alone.
-async fn prune_one(resources: &Resources, id: &ObjectId, version: &str, owner: &Owner, propagation: PropagationPolicy) -> Result<Option<String>, String> {
+async fn prune_one(
+    resources: &Resources,
+    id: &ObjectId,
+    version: &str,
+    owner: &Owner,
+    propagation: PropagationPolicy,
+) -> Result<Option<String>, String> {
     let resolved = match resources.resolve(version, &id.kind, &[]).await {
         Ok(r) => r,
         // The kind itself is gone (its CRD was deleted): so is the object.
@@ -75,11 +84,21 @@ async fn prune_one(resources: &Resources, id: &ObjectId, version: &str, owner: &
     } else {
         Api::all_with(client, &resolved.resource)
     };
-    let Some(live) = api.get_metadata_opt(&id.name).await.map_err(|e| api_message(&e))? else {
+    let Some(live) = api
+        .get_metadata_opt(&id.name)
+        .await
+        .map_err(|e| api_message(&e))?
+    else {
         return Ok(Some("already gone".into()));
     };
     let meta = &live.metadata;
-    if meta.annotations.as_ref().and_then(|a| a.get(PRUNE)).map(String::as_str) == Some("disabled") {
+    if meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PRUNE))
+        .map(String::as_str)
+        == Some("disabled")
+    {
         return Ok(Some(format!("annotated {PRUNE}: disabled")));
     }
     if !owner.owns(meta.labels.as_ref()) {
@@ -88,7 +107,10 @@ async fn prune_one(resources: &Resources, id: &ObjectId, version: &str, owner: &
     if meta.deletion_timestamp.is_some() {
         return Ok(None);
     }
-    let dp = DeleteParams { propagation_policy: Some(propagation), ..Default::default() };
+    let dp = DeleteParams {
+        propagation_policy: Some(propagation),
+        ..Default::default()
+    };
     match api.delete(&id.name, &dp).await {
         Ok(_) => Ok(None),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(Some("already gone".into())),

@@ -38,7 +38,10 @@ pub struct Resources {
 
 impl Resources {
     pub fn new(client: Client) -> Self {
-        Self { client, cache: Mutex::new(HashMap::new()) }
+        Self {
+            client,
+            cache: Mutex::new(HashMap::new()),
+        }
     }
 
     pub fn client(&self) -> &Client {
@@ -51,7 +54,12 @@ impl Resources {
 
     /// Resolves `apiVersion` + `kind` against the server. `pending_crds` are CRD manifests
     /// that are about to be applied; a kind they define resolves without the server.
-    pub async fn resolve(&self, api_version: &str, kind: &str, pending_crds: &[&Manifest]) -> Result<Resolved, ResourceError> {
+    pub async fn resolve(
+        &self,
+        api_version: &str,
+        kind: &str,
+        pending_crds: &[&Manifest],
+    ) -> Result<Resolved, ResourceError> {
         let (group, version) = split_api_version(api_version);
         let key = (group.to_string(), version.to_string(), kind.to_string());
         if let Some(hit) = self.cached(&key) {
@@ -60,7 +68,10 @@ impl Resources {
         let gvk = GroupVersionKind::gvk(group, version, kind);
         match pinned_kind(&self.client, &gvk).await {
             Ok((resource, caps)) => {
-                let resolved = Resolved { resource, namespaced: caps.scope == Scope::Namespaced };
+                let resolved = Resolved {
+                    resource,
+                    namespaced: caps.scope == Scope::Namespaced,
+                };
                 if let Ok(mut cache) = self.cache.lock() {
                     cache.insert(key, resolved.clone());
                 }
@@ -71,9 +82,16 @@ impl Resources {
                     return Ok(r);
                 }
                 if is_not_found(&e) {
-                    Err(ResourceError::Unknown { api_version: api_version.into(), kind: kind.into() })
+                    Err(ResourceError::Unknown {
+                        api_version: api_version.into(),
+                        kind: kind.into(),
+                    })
                 } else {
-                    Err(ResourceError::Discovery { api_version: api_version.into(), kind: kind.into(), source: e })
+                    Err(ResourceError::Discovery {
+                        api_version: api_version.into(),
+                        kind: kind.into(),
+                        source: e,
+                    })
                 }
             }
         }

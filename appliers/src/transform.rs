@@ -40,7 +40,11 @@ pub struct Transform {
     pub annotations: BTreeMap<String, String>,
 }
 
-fn insert_all(meta: &mut Map<String, Value>, field: &str, kv: impl IntoIterator<Item = (String, String)>) {
+fn insert_all(
+    meta: &mut Map<String, Value>,
+    field: &str,
+    kv: impl IntoIterator<Item = (String, String)>,
+) {
     let entry = meta
         .entry(field)
         .or_insert_with(|| Value::Object(Map::new()));
@@ -58,11 +62,15 @@ impl Transform {
     /// Applies the transform and owner labels. `namespaced` says whether the object's kind
     /// is namespaced on the target cluster.
     pub fn apply(&self, m: &mut Manifest, namespaced: bool, owner: &Owner) {
-        let Some(obj) = m.object.as_object_mut() else { return };
+        let Some(obj) = m.object.as_object_mut() else {
+            return;
+        };
         let meta = obj
             .entry("metadata")
             .or_insert_with(|| Value::Object(Map::new()));
-        let Some(meta) = meta.as_object_mut() else { return };
+        let Some(meta) = meta.as_object_mut() else {
+            return;
+        };
         if namespaced {
             if let Some(ns) = &self.target_namespace {
                 meta.insert("namespace".into(), Value::String(ns.clone()));
@@ -75,7 +83,11 @@ impl Transform {
             .labels()
             .into_iter()
             .map(|(k, v)| (k.to_string(), v.to_string()));
-        insert_all(meta, "labels", self.labels.clone().into_iter().chain(owner_labels));
+        insert_all(
+            meta,
+            "labels",
+            self.labels.clone().into_iter().chain(owner_labels),
+        );
         if !self.annotations.is_empty() {
             insert_all(meta, "annotations", self.annotations.clone());
         }
@@ -94,20 +106,35 @@ mod tests {
             labels: [("team".to_string(), "a".to_string())].into(),
             annotations: [("note".to_string(), "x".to_string())].into(),
         };
-        let owner = Owner { name: "apps".into(), namespace: "flux".into() };
-        let mut cm = Manifest { origin: String::new(), object: json!({"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "dev"}}) };
+        let owner = Owner {
+            name: "apps".into(),
+            namespace: "flux".into(),
+        };
+        let mut cm = Manifest {
+            origin: String::new(),
+            object: json!({"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "dev"}}),
+        };
         t.apply(&mut cm, true, &owner);
         assert_eq!(cm.object["metadata"]["namespace"], "prod");
-        assert_eq!(cm.object["metadata"]["labels"], json!({"team": "a", OWNER_NAME: "apps", OWNER_NAMESPACE: "flux"}));
+        assert_eq!(
+            cm.object["metadata"]["labels"],
+            json!({"team": "a", OWNER_NAME: "apps", OWNER_NAMESPACE: "flux"})
+        );
         assert_eq!(cm.object["metadata"]["annotations"]["note"], "x");
-        let mut ns = Manifest { origin: String::new(), object: json!({"kind": "Namespace", "metadata": {"name": "n", "namespace": "bogus"}}) };
+        let mut ns = Manifest {
+            origin: String::new(),
+            object: json!({"kind": "Namespace", "metadata": {"name": "n", "namespace": "bogus"}}),
+        };
         t.apply(&mut ns, false, &owner);
         assert!(ns.object["metadata"].get("namespace").is_none());
     }
 
     #[test]
     fn owns_needs_both_labels() {
-        let owner = Owner { name: "a".into(), namespace: "b".into() };
+        let owner = Owner {
+            name: "a".into(),
+            namespace: "b".into(),
+        };
         let mut l: BTreeMap<String, String> = [(OWNER_NAME.to_string(), "a".to_string())].into();
         assert!(!owner.owns(Some(&l)));
         l.insert(OWNER_NAMESPACE.into(), "b".into());

@@ -10,7 +10,12 @@ use tokio::time::{Instant, sleep};
 const POLL: Duration = Duration::from_millis(200);
 
 /// Polls `name` until `check` says true (or errors), or the deadline passes.
-pub async fn until<F>(api: &Api<DynamicObject>, name: &str, timeout: Duration, mut check: F) -> Result<(), String>
+pub async fn until<F>(
+    api: &Api<DynamicObject>,
+    name: &str,
+    timeout: Duration,
+    mut check: F,
+) -> Result<(), String>
 where
     F: FnMut(&Value) -> Result<bool, String>,
 {
@@ -36,7 +41,11 @@ where
 }
 
 /// Polls until `name` no longer exists.
-pub async fn until_gone(api: &Api<DynamicObject>, name: &str, timeout: Duration) -> Result<(), String> {
+pub async fn until_gone(
+    api: &Api<DynamicObject>,
+    name: &str,
+    timeout: Duration,
+) -> Result<(), String> {
     let deadline = Instant::now() + timeout;
     loop {
         match api.get_metadata_opt(name).await {

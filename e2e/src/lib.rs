@@ -24,14 +24,20 @@ pub fn root() -> PathBuf {
 fn run(cmd: &mut Command) -> Result<String> {
     let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
     if !out.status.success() {
-        bail!("{cmd:?} failed: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "{cmd:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Starts (or reuses) the local cluster `name` and returns its kubeconfig path.
 pub fn cluster(name: &str) -> Result<PathBuf> {
-    let out = run(Command::new("bash").arg(root().join("e2e/cluster/up.sh")).arg(name))?;
+    let out = run(Command::new("bash")
+        .arg(root().join("e2e/cluster/up.sh"))
+        .arg(name))?;
     Ok(PathBuf::from(out.lines().last().unwrap_or_default().trim()))
 }
 
@@ -42,9 +48,18 @@ pub fn hub() -> &'static Path {
     HUB.get_or_init(|| {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let kc = cluster("hub").expect("starting the local cluster (e2e/cluster/up.sh hub)");
-        run(kubectl(&kc).args(["apply", "-f"]).arg(root().join("deploy/crds.yaml"))).expect("installing CRDs from deploy/");
-        run(kubectl(&kc).args(["wait", "--for=condition=Established", "crd/kustomizations.skewer.dev", "crd/gitrepositories.skewer.dev", "--timeout=60s"]))
-            .expect("CRDs established");
+        run(kubectl(&kc)
+            .args(["apply", "-f"])
+            .arg(root().join("deploy/crds.yaml")))
+        .expect("installing CRDs from deploy/");
+        run(kubectl(&kc).args([
+            "wait",
+            "--for=condition=Established",
+            "crd/kustomizations.skewer.dev",
+            "crd/gitrepositories.skewer.dev",
+            "--timeout=60s",
+        ]))
+        .expect("CRDs established");
         kc
     })
 }
@@ -69,10 +84,17 @@ pub fn kc_apply(yaml: &str) -> Result<()> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()?;
-    child.stdin.take().context("stdin")?.write_all(yaml.as_bytes())?;
+    child
+        .stdin
+        .take()
+        .context("stdin")?
+        .write_all(yaml.as_bytes())?;
     let out = child.wait_with_output()?;
     if !out.status.success() {
-        bail!("kubectl apply failed: {}", String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "kubectl apply failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     Ok(())
 }
@@ -88,8 +110,15 @@ pub async fn client(kubeconfig: &Path) -> Result<Client> {
 pub fn unique(prefix: &str) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    format!("{prefix}-{:x}{:x}", std::process::id() % 0xfff, (nanos ^ N.fetch_add(1, Ordering::Relaxed).wrapping_mul(7919)) % 0xfffff)
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{prefix}-{:x}{:x}",
+        std::process::id() % 0xfff,
+        (nanos ^ N.fetch_add(1, Ordering::Relaxed).wrapping_mul(7919)) % 0xfffff
+    )
 }
 
 /// Creates a namespace for one test.
@@ -106,7 +135,7 @@ where
     Fut: std::future::Future<Output = Result<Option<T>>>,
 {
     let deadline = Instant::now() + timeout;
-    let mut last = String::from("never checked");
+    let mut last;
     loop {
         match check().await {
             Ok(Some(v)) => return Ok(v),
@@ -127,9 +156,14 @@ pub fn skewer_bin() -> &'static Path {
         if let Ok(p) = std::env::var("SKEWER_BIN") {
             return PathBuf::from(p);
         }
-        let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+        let profile = if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        };
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.current_dir(root()).args(["build", "-q", "-p", "skewer-agent", "--bin", "skewer"]);
+        cmd.current_dir(root())
+            .args(["build", "-q", "-p", "skewer-agent", "--bin", "skewer"]);
         if profile == "release" {
             cmd.arg("--release");
         }
@@ -158,11 +192,20 @@ impl Skewer {
         let log = data_dir.path().join("skewer.log");
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let child = Self::spawn(namespace, data_dir.path(), &log, &extra)?;
-        Ok(Self { child, data_dir, log, namespace: namespace.into(), extra })
+        Ok(Self {
+            child,
+            data_dir,
+            log,
+            namespace: namespace.into(),
+            extra,
+        })
     }
 
     fn spawn(namespace: &str, data: &Path, log: &Path, extra: &[String]) -> Result<Child> {
-        let logf = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
+        let logf = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)?;
         Ok(Command::new(skewer_bin())
             .args(["run", "--namespace", namespace, "--data-dir"])
             .arg(data)
@@ -183,7 +226,12 @@ impl Skewer {
 
     /// Starts again with the same data directory and flags.
     pub fn restart(&mut self) -> Result<()> {
-        self.child = Self::spawn(&self.namespace, self.data_dir.path(), &self.log, &self.extra)?;
+        self.child = Self::spawn(
+            &self.namespace,
+            self.data_dir.path(),
+            &self.log,
+            &self.extra,
+        )?;
         Ok(())
     }
 
@@ -196,7 +244,7 @@ impl Drop for Skewer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        if std::thread::panicking() {
+        if std::thread::panicking() || std::env::var_os("SKEWER_E2E_LOGS").is_some() {
             eprintln!("---- skewer log ----\n{}", self.logs());
         }
     }

@@ -37,11 +37,18 @@ pub enum StoreError {
     #[error("artifact store {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
     #[error("artifact {path} is corrupt: digest is {actual}, expected {expected}")]
-    Digest { path: PathBuf, expected: String, actual: String },
+    Digest {
+        path: PathBuf,
+        expected: String,
+        actual: String,
+    },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
-    move |source| StoreError::Io { path: path.to_path_buf(), source }
+    move |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// Packs files into a reproducible tar.gz. Returns the bytes and their `sha256:` digest.
@@ -96,7 +103,11 @@ pub fn unpack(bytes: &[u8]) -> io::Result<Vec<File>> {
         let executable = entry.header().mode()? & 0o111 != 0;
         let mut data = Vec::with_capacity(entry.size() as usize);
         entry.read_to_end(&mut data)?;
-        files.push(File { path, executable, data });
+        files.push(File {
+            path,
+            executable,
+            data,
+        });
     }
     Ok(files)
 }
@@ -151,7 +162,11 @@ impl Store {
         let bytes = fs::read(&path).map_err(io_err(&path))?;
         let actual = digest_of(&bytes);
         if actual != digest {
-            return Err(StoreError::Digest { path, expected: digest.into(), actual });
+            return Err(StoreError::Digest {
+                path,
+                expected: digest.into(),
+                actual,
+            });
         }
         unpack(&bytes).map_err(io_err(&path))
     }
@@ -183,8 +198,16 @@ mod tests {
 
     fn files() -> Vec<File> {
         vec![
-            File { path: "b/x.yaml".into(), executable: false, data: b"kind: X\n".to_vec() },
-            File { path: "a.yaml".into(), executable: true, data: b"kind: A\n".to_vec() },
+            File {
+                path: "b/x.yaml".into(),
+                executable: false,
+                data: b"kind: X\n".to_vec(),
+            },
+            File {
+                path: "a.yaml".into(),
+                executable: true,
+                data: b"kind: A\n".to_vec(),
+            },
         ]
     }
 
@@ -227,6 +250,9 @@ mod tests {
         let store = Store::new(dir.path());
         let a = store.put("k", "r", &files()).unwrap();
         fs::write(&a.path, b"not a tarball").unwrap();
-        assert!(matches!(store.get("k", &a.digest), Err(StoreError::Digest { .. })));
+        assert!(matches!(
+            store.get("k", &a.digest),
+            Err(StoreError::Digest { .. })
+        ));
     }
 }

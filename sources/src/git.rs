@@ -22,7 +22,11 @@ pub enum GitError {
     #[error("cannot list refs of {url}: {message}")]
     ListRefs { url: String, message: String },
     #[error("cannot fetch {what} from {url}: {message}")]
-    Fetch { url: String, what: String, message: String },
+    Fetch {
+        url: String,
+        what: String,
+        message: String,
+    },
     #[error("commit {commit} cannot be read after fetching: {message}")]
     Read { commit: String, message: String },
 }
@@ -72,8 +76,17 @@ impl GitFetcher {
         };
         let remote = repo
             .remote_at(url)
-            .map_err(|e| GitError::Url { url: url.into(), message: e.to_string() })?
-            .with_refspecs(["+refs/*:refs/remotes/origin/*", "+HEAD:refs/remotes/origin/HEAD"], Direction::Fetch)
+            .map_err(|e| GitError::Url {
+                url: url.into(),
+                message: e.to_string(),
+            })?
+            .with_refspecs(
+                [
+                    "+refs/*:refs/remotes/origin/*",
+                    "+HEAD:refs/remotes/origin/HEAD",
+                ],
+                Direction::Fetch,
+            )
             .map_err(|e| list(&e))?;
         let connection = remote.connect(Direction::Fetch).map_err(|e| list(&e))?;
         let options = gix::remote::ref_map::Options {
@@ -101,7 +114,10 @@ impl GitFetcher {
         let spec = format!("+{what}:{LOCAL_REF}");
         let remote = repo
             .remote_at(url)
-            .map_err(|e| GitError::Url { url: url.into(), message: e.to_string() })?
+            .map_err(|e| GitError::Url {
+                url: url.into(),
+                message: e.to_string(),
+            })?
             .with_fetch_tags(gix::remote::fetch::Tags::None)
             .with_refspecs([spec.as_str()], Direction::Fetch)
             .map_err(|e| fetch_err(&e))?;
@@ -121,17 +137,29 @@ impl GitFetcher {
 fn to_remote_ref(r: &gix::protocol::handshake::Ref) -> Option<RemoteRef> {
     use gix::protocol::handshake::Ref;
     match r {
-        Ref::Direct { full_ref_name, object } => Some(RemoteRef {
+        Ref::Direct {
+            full_ref_name,
+            object,
+        } => Some(RemoteRef {
             name: full_ref_name.to_string(),
             commit: object.to_string(),
             symref_target: None,
         }),
-        Ref::Peeled { full_ref_name, object, .. } => Some(RemoteRef {
+        Ref::Peeled {
+            full_ref_name,
+            object,
+            ..
+        } => Some(RemoteRef {
             name: full_ref_name.to_string(),
             commit: object.to_string(),
             symref_target: None,
         }),
-        Ref::Symbolic { full_ref_name, target, object, .. } => Some(RemoteRef {
+        Ref::Symbolic {
+            full_ref_name,
+            target,
+            object,
+            ..
+        } => Some(RemoteRef {
             name: full_ref_name.to_string(),
             commit: object.to_string(),
             symref_target: Some(target.to_string()),

@@ -153,18 +153,30 @@ mod tests {
         };
         let got = all.resolve(&remote()).unwrap();
         assert_eq!(got.revision, "dev@sha1:abc");
-        let no_commit = GitRefSpec { commit: None, ..all.clone() };
+        let no_commit = GitRefSpec {
+            commit: None,
+            ..all.clone()
+        };
         assert_eq!(
             no_commit.resolve(&remote()).unwrap().revision,
             "refs/pull/42/head@sha1:ddd4"
         );
-        let tag_branch = GitRefSpec { name: None, ..no_commit };
-        assert_eq!(tag_branch.resolve(&remote()).unwrap().revision, "v1.0.0@sha1:ccc3");
+        let tag_branch = GitRefSpec {
+            name: None,
+            ..no_commit
+        };
+        assert_eq!(
+            tag_branch.resolve(&remote()).unwrap().revision,
+            "v1.0.0@sha1:ccc3"
+        );
     }
 
     #[test]
     fn bare_commit_has_no_ref_to_fetch() {
-        let spec = GitRefSpec { commit: Some("abc123".into()), ..Default::default() };
+        let spec = GitRefSpec {
+            commit: Some("abc123".into()),
+            ..Default::default()
+        };
         let got = spec.resolve(&remote()).unwrap();
         assert_eq!(got.fetch_ref, None);
         assert_eq!(got.revision, "sha1:abc123");
@@ -172,10 +184,22 @@ mod tests {
 
     #[test]
     fn missing_refs_are_named_in_the_error() {
-        let spec = GitRefSpec { branch: Some("nope".into()), ..Default::default() };
-        assert_eq!(spec.resolve(&remote()), Err(RefError::BranchNotFound("nope".into())));
-        let spec = GitRefSpec { commit: Some("xyz".into()), ..Default::default() };
-        assert_eq!(spec.resolve(&remote()), Err(RefError::BadCommit("xyz".into())));
+        let spec = GitRefSpec {
+            branch: Some("nope".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            spec.resolve(&remote()),
+            Err(RefError::BranchNotFound("nope".into()))
+        );
+        let spec = GitRefSpec {
+            commit: Some("xyz".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            spec.resolve(&remote()),
+            Err(RefError::BadCommit("xyz".into()))
+        );
         assert_eq!(GitRefSpec::default().resolve(&[]), Err(RefError::NoHead));
     }
 

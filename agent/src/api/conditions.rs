@@ -25,11 +25,21 @@ pub struct Condition {
 }
 
 fn now() -> String {
-    jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or(jiff::Timestamp::UNIX_EPOCH).to_string()
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+        .to_string()
 }
 
 /// Sets a condition, keeping `lastTransitionTime` when the status did not change.
-pub fn set(conditions: &mut Vec<Condition>, type_: &str, status: bool, reason: &str, message: &str, generation: Option<i64>) {
+pub fn set(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+) {
     let status = if status { "True" } else { "False" };
     match conditions.iter_mut().find(|c| c.type_ == type_) {
         Some(c) => {
@@ -57,7 +67,9 @@ pub fn remove(conditions: &mut Vec<Condition>, type_: &str) {
 }
 
 pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
-    conditions.iter().any(|c| c.type_ == type_ && c.status == "True")
+    conditions
+        .iter()
+        .any(|c| c.type_ == type_ && c.status == "True")
 }
 
 pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
@@ -65,21 +77,43 @@ pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Conditio
 }
 
 /// Ready=True; no Reconciling or Stalled (kstatus: Current).
-pub fn mark_ready(conditions: &mut Vec<Condition>, reason: &str, message: &str, generation: Option<i64>) {
+pub fn mark_ready(
+    conditions: &mut Vec<Condition>,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+) {
     set(conditions, READY, true, reason, message, generation);
     remove(conditions, RECONCILING);
     remove(conditions, STALLED);
 }
 
 /// Ready=False and Reconciling=True: a failure that a retry may fix (kstatus: InProgress).
-pub fn mark_failed(conditions: &mut Vec<Condition>, reason: &str, message: &str, generation: Option<i64>) {
+pub fn mark_failed(
+    conditions: &mut Vec<Condition>,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+) {
     set(conditions, READY, false, reason, message, generation);
     remove(conditions, STALLED);
-    set(conditions, RECONCILING, true, "ProgressingWithRetry", message, generation);
+    set(
+        conditions,
+        RECONCILING,
+        true,
+        "ProgressingWithRetry",
+        message,
+        generation,
+    );
 }
 
 /// Ready=False and Stalled=True: a failure only a spec change fixes (kstatus: Failed).
-pub fn mark_stalled(conditions: &mut Vec<Condition>, reason: &str, message: &str, generation: Option<i64>) {
+pub fn mark_stalled(
+    conditions: &mut Vec<Condition>,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+) {
     set(conditions, READY, false, reason, message, generation);
     remove(conditions, RECONCILING);
     set(conditions, STALLED, true, reason, message, generation);

@@ -167,7 +167,10 @@ impl ResourceInventory {
             entries: inv
                 .entries
                 .iter()
-                .map(|(id, v)| InventoryEntry { id: id.to_string(), v: v.clone() })
+                .map(|(id, v)| InventoryEntry {
+                    id: id.to_string(),
+                    v: v.clone(),
+                })
                 .collect(),
         }
     }

@@ -6,12 +6,11 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use skewer_sources::reference::revision_commit;
-use skewer_sources::{GitRefSpec, GitError, RefError, Resolved};
+use skewer_sources::{GitError, GitRefSpec, RefError, Resolved};
 use tracing::{info, warn};
 
 use super::{Context, Error, duration};
@@ -52,7 +51,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         Some(ns) => Api::namespaced(ctx.client.clone(), ns),
         None => Api::all(ctx.client.clone()),
     };
-    Controller::new(api, watcher::Config::default())
+    super::controller(api)
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|r| async move {
@@ -99,7 +98,11 @@ async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action
             }
         }
         Ok(None) => {
-            let revision = old.artifact.as_ref().map(|a| a.revision.clone()).unwrap_or_default();
+            let revision = old
+                .artifact
+                .as_ref()
+                .map(|a| a.revision.clone())
+                .unwrap_or_default();
             let msg = format!("stored artifact for revision '{revision}'");
             conditions::mark_ready(&mut status.conditions, "Succeeded", &msg, generation);
         }
@@ -121,46 +124,62 @@ async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action
 }
 
 /// Fetches a new artifact if the remote moved; `None` when the stored one is current.
-async fn fetch(repo: &GitRepository, ctx: &Context, key: &str, old: &GitRepositoryStatus) -> Result<Option<ArtifactStatus>, FetchError> {
+async fn fetch(
+    repo: &GitRepository,
+    ctx: &Context,
+    key: &str,
+    old: &GitRepositoryStatus,
+) -> Result<Option<ArtifactStatus>, FetchError> {
     let spec = &repo.spec;
     let timeout = match &spec.timeout {
         Some(t) => duration("timeout", t).map_err(FetchError::Invalid)?,
         None => Duration::from_secs(60),
     };
     if spec.secret_ref.is_some() {
-        return Err(FetchError::Invalid("spec.secretRef: authentication is not supported yet".into()));
+        return Err(FetchError::Invalid(
+            "spec.secretRef: authentication is not supported yet".into(),
+        ));
     }
     let r = spec.reference.clone().unwrap_or_default();
-    let refspec = GitRefSpec { branch: r.branch, tag: r.tag, name: r.name, commit: r.commit };
+    let refspec = GitRefSpec {
+        branch: r.branch,
+        tag: r.tag,
+        name: r.name,
+        commit: r.commit,
+    };
     let git = ctx.git.clone();
     let url = spec.url.clone();
     let k = key.to_string();
     let store = ctx.store.clone();
     let previous = old.artifact.clone();
-    let work = tokio::task::spawn_blocking(move || -> Result<Option<ArtifactStatus>, FetchError> {
-        let resolved: Resolved = if refspec.commit.is_some() && refspec.branch.is_none() {
-            refspec.resolve(&[])?
-        } else {
-            refspec.resolve(&git.list_remote(&k, &url)?)?
-        };
-        if let Some(prev) = &previous
-            && prev.revision == resolved.revision
-            && revision_commit(&prev.revision) == Some(resolved.commit.as_str())
-            && store.path_of(&k, &prev.digest).exists()
-        {
-            return Ok(None);
-        }
-        let files = git.fetch(&k, &url, &resolved)?;
-        let stored = store.put(&k, &resolved.revision, &files)?;
-        store.gc(&k, &stored.digest)?;
-        Ok(Some(ArtifactStatus {
-            revision: stored.revision,
-            digest: stored.digest,
-            size: stored.size,
-            path: stored.path.display().to_string(),
-            last_update_time: jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or(jiff::Timestamp::UNIX_EPOCH).to_string(),
-        }))
-    });
+    let work =
+        tokio::task::spawn_blocking(move || -> Result<Option<ArtifactStatus>, FetchError> {
+            let resolved: Resolved = if refspec.commit.is_some() && refspec.branch.is_none() {
+                refspec.resolve(&[])?
+            } else {
+                refspec.resolve(&git.list_remote(&k, &url)?)?
+            };
+            if let Some(prev) = &previous
+                && prev.revision == resolved.revision
+                && revision_commit(&prev.revision) == Some(resolved.commit.as_str())
+                && store.path_of(&k, &prev.digest).exists()
+            {
+                return Ok(None);
+            }
+            let files = git.fetch(&k, &url, &resolved)?;
+            let stored = store.put(&k, &resolved.revision, &files)?;
+            store.gc(&k, &stored.digest)?;
+            Ok(Some(ArtifactStatus {
+                revision: stored.revision,
+                digest: stored.digest,
+                size: stored.size,
+                path: stored.path.display().to_string(),
+                last_update_time: jiff::Timestamp::now()
+                    .round(jiff::Unit::Second)
+                    .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+                    .to_string(),
+            }))
+        });
     match tokio::time::timeout(timeout, work).await {
         Ok(Ok(r)) => r,
         Ok(Err(join)) => Err(FetchError::Invalid(format!("fetch task failed: {join}"))),
@@ -168,9 +187,18 @@ async fn fetch(repo: &GitRepository, ctx: &Context, key: &str, old: &GitReposito
     }
 }
 
-async fn write_status(client: &Client, ns: &str, name: &str, status: &GitRepositoryStatus) -> Result<(), Error> {
+async fn write_status(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    status: &GitRepositoryStatus,
+) -> Result<(), Error> {
     let api: Api<GitRepository> = Api::namespaced(client.clone(), ns);
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
-        .await?;
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await?;
     Ok(())
 }

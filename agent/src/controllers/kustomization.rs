@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams, PropagationPolicy};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -44,44 +44,66 @@ struct Failure {
 }
 
 fn fail(reason: &'static str, message: impl Into<String>) -> Failure {
-    Failure { reason, message: message.into(), stalled: false }
+    Failure {
+        reason,
+        message: message.into(),
+        stalled: false,
+    }
 }
 
 pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     let (ks_api, git_api): (Api<Kustomization>, Api<GitRepository>) = match &namespace {
-        Some(ns) => (Api::namespaced(ctx.client.clone(), ns), Api::namespaced(ctx.client.clone(), ns)),
+        Some(ns) => (
+            Api::namespaced(ctx.client.clone(), ns),
+            Api::namespaced(ctx.client.clone(), ns),
+        ),
         None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
     };
-    let controller = Controller::new(ks_api.clone(), watcher::Config::default());
+    let controller = super::controller(ks_api.clone());
     let store = controller.store();
     let by_source = store.clone();
     let by_dependency = store;
     controller
         // A new artifact reconciles the Kustomizations that use it.
-        .watches(git_api, watcher::Config::default(), move |repo: GitRepository| {
-            let (ns, name) = (repo.namespace().unwrap_or_default(), repo.name_any());
-            by_source
-                .state()
-                .into_iter()
-                .filter(|ks| {
-                    let s = &ks.spec.source_ref;
-                    s.kind == "GitRepository" && s.name == name && s.namespace.clone().or_else(|| ks.namespace()).as_deref() == Some(ns.as_str())
-                })
-                .map(|ks| ObjectRef::from_obj(ks.as_ref()))
-                .collect::<Vec<_>>()
-        })
+        .watches(
+            git_api,
+            watcher::Config::default(),
+            move |repo: GitRepository| {
+                let (ns, name) = (repo.namespace().unwrap_or_default(), repo.name_any());
+                by_source
+                    .state()
+                    .into_iter()
+                    .filter(|ks| {
+                        let s = &ks.spec.source_ref;
+                        s.kind == "GitRepository"
+                            && s.name == name
+                            && s.namespace.clone().or_else(|| ks.namespace()).as_deref()
+                                == Some(ns.as_str())
+                    })
+                    .map(|ks| ObjectRef::from_obj(ks.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
         // A dependency becoming Ready reconciles its dependents.
-        .watches(ks_api, watcher::Config::default(), move |dep: Kustomization| {
-            let (ns, name) = (dep.namespace().unwrap_or_default(), dep.name_any());
-            by_dependency
-                .state()
-                .into_iter()
-                .filter(|ks| {
-                    ks.spec.depends_on.iter().any(|d| d.name == name && d.namespace.clone().or_else(|| ks.namespace()).as_deref() == Some(ns.as_str()))
-                })
-                .map(|ks| ObjectRef::from_obj(ks.as_ref()))
-                .collect::<Vec<_>>()
-        })
+        .watches(
+            ks_api,
+            watcher::Config::default(),
+            move |dep: Kustomization| {
+                let (ns, name) = (dep.namespace().unwrap_or_default(), dep.name_any());
+                by_dependency
+                    .state()
+                    .into_iter()
+                    .filter(|ks| {
+                        ks.spec.depends_on.iter().any(|d| {
+                            d.name == name
+                                && d.namespace.clone().or_else(|| ks.namespace()).as_deref()
+                                    == Some(ns.as_str())
+                        })
+                    })
+                    .map(|ks| ObjectRef::from_obj(ks.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|r| async move {
@@ -98,14 +120,18 @@ fn error_policy(_: Arc<Kustomization>, _: &Error, _: Arc<Context>) -> Action {
 
 // Boxed as `dyn Future + Send`: rustc cannot otherwise prove the finalizer's nested futures
 // Send for every lifetime (rust-lang/rust#102211).
-fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> futures::future::BoxFuture<'static, Result<Action, Error>> {
+fn reconcile(
+    ks: Arc<Kustomization>,
+    ctx: Arc<Context>,
+) -> futures::future::BoxFuture<'static, Result<Action, Error>> {
     Box::pin(reconcile_inner(ks, ctx))
 }
 
 async fn reconcile_inner(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = ks.namespace().ok_or(Error::NoNamespace)?;
     let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &ns);
-    let span = info_span!("reconcile", kind = "Kustomization", namespace = %ns, name = %ks.name_any());
+    let span =
+        info_span!("reconcile", kind = "Kustomization", namespace = %ns, name = %ks.name_any());
     finalizer(&api, FINALIZER, ks, move |event| async move {
         match event {
             Finalizer::Apply(ks) => reconcile_apply(ks, ctx).await,
@@ -118,7 +144,10 @@ async fn reconcile_inner(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Ac
 }
 
 fn owner_of(ks: &Kustomization) -> Owner {
-    Owner { name: ks.name_any(), namespace: ks.namespace().unwrap_or_default() }
+    Owner {
+        name: ks.name_any(),
+        namespace: ks.namespace().unwrap_or_default(),
+    }
 }
 
 async fn reconcile_apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -133,8 +162,20 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Ac
     status.last_handled_reconcile_at = ks.annotations().get(RECONCILE_REQUESTED_AT).cloned();
     let intervals = (|| {
         let interval = duration("interval", &ks.spec.interval)?;
-        let retry = ks.spec.retry_interval.as_deref().map(|r| duration("retryInterval", r)).transpose()?.unwrap_or(interval);
-        let timeout = ks.spec.timeout.as_deref().map(|t| duration("timeout", t)).transpose()?.unwrap_or(interval);
+        let retry = ks
+            .spec
+            .retry_interval
+            .as_deref()
+            .map(|r| duration("retryInterval", r))
+            .transpose()?
+            .unwrap_or(interval);
+        let timeout = ks
+            .spec
+            .timeout
+            .as_deref()
+            .map(|t| duration("timeout", t))
+            .transpose()?
+            .unwrap_or(interval);
         Ok::<_, String>((interval, retry, timeout))
     })();
     let (interval, retry, timeout) = match intervals {
@@ -150,18 +191,40 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Ac
     let deadline = tokio::time::Instant::now() + timeout;
     // Health checks end at the deadline with a message naming what is unhealthy; the outer
     // bound (a little later) only catches a stuck API call.
-    let result = match tokio::time::timeout(timeout + Duration::from_secs(5), sync(&ks, &ctx, &mut status, deadline)).await {
+    let result = match tokio::time::timeout(
+        timeout + Duration::from_secs(5),
+        sync(&ks, &ctx, &mut status, deadline),
+    )
+    .await
+    {
         Ok(r) => r,
-        Err(_) => Err(fail("ReconciliationFailed", format!("reconcile timed out after {timeout:?} (spec.timeout)"))),
+        Err(_) => Err(fail(
+            "ReconciliationFailed",
+            format!("reconcile timed out after {timeout:?} (spec.timeout)"),
+        )),
     };
-    let was = conditions::find(&old.conditions, READY).map(|c| (c.status.clone(), c.message.clone()));
+    let was =
+        conditions::find(&old.conditions, READY).map(|c| (c.status.clone(), c.message.clone()));
     let action = match result {
         Ok(message) => {
-            conditions::mark_ready(&mut status.conditions, "ReconciliationSucceeded", &message, generation);
-            conditions::set(&mut status.conditions, conditions::HEALTHY, true, "Succeeded", "health checks passed", generation);
+            conditions::mark_ready(
+                &mut status.conditions,
+                "ReconciliationSucceeded",
+                &message,
+                generation,
+            );
+            conditions::set(
+                &mut status.conditions,
+                conditions::HEALTHY,
+                true,
+                "Succeeded",
+                "health checks passed",
+                generation,
+            );
             if was != Some(("True".into(), message.clone())) {
                 info!(namespace = %ns, name = %name, "{message}");
-                ctx.event(ks.as_ref(), false, "ReconciliationSucceeded", message).await;
+                ctx.event(ks.as_ref(), false, "ReconciliationSucceeded", message)
+                    .await;
             }
             Action::requeue(interval)
         }
@@ -173,12 +236,23 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Ac
                 conditions::mark_failed(&mut status.conditions, f.reason, &f.message, generation);
             }
             if f.reason == "HealthCheckFailed" {
-                conditions::set(&mut status.conditions, conditions::HEALTHY, false, f.reason, &f.message, generation);
+                conditions::set(
+                    &mut status.conditions,
+                    conditions::HEALTHY,
+                    false,
+                    f.reason,
+                    &f.message,
+                    generation,
+                );
             }
             if was != Some(("False".into(), f.message.clone())) {
                 ctx.event(ks.as_ref(), true, f.reason, f.message).await;
             }
-            if f.stalled { Action::await_change() } else { Action::requeue(retry) }
+            if f.stalled {
+                Action::await_change()
+            } else {
+                Action::requeue(retry)
+            }
         }
     };
     status.observed_generation = generation;
@@ -189,12 +263,21 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Ac
 }
 
 /// One reconcile's work. Returns the Ready message on success.
-async fn sync(ks: &Kustomization, ctx: &Context, status: &mut KustomizationStatus, deadline: tokio::time::Instant) -> Result<String, Failure> {
+async fn sync(
+    ks: &Kustomization,
+    ctx: &Context,
+    status: &mut KustomizationStatus,
+    deadline: tokio::time::Instant,
+) -> Result<String, Failure> {
     let ns = ks.namespace().unwrap_or_default();
     let name = ks.name_any();
     let spec = &ks.spec;
     if spec.service_account_name.is_some() {
-        return Err(Failure { reason: "InvalidSpec", message: "spec.serviceAccountName: impersonation is not supported yet".into(), stalled: true });
+        return Err(Failure {
+            reason: "InvalidSpec",
+            message: "spec.serviceAccountName: impersonation is not supported yet".into(),
+            stalled: true,
+        });
     }
 
     // Dependencies must be Ready at their current generation.
@@ -204,32 +287,63 @@ async fn sync(ks: &Kustomization, ctx: &Context, status: &mut KustomizationStatu
         let ready = match api.get_opt(&dep.name).await {
             Ok(Some(d)) => {
                 let st = d.status.unwrap_or_default();
-                conditions::is_true(&st.conditions, READY) && st.observed_generation == d.metadata.generation
+                conditions::is_true(&st.conditions, READY)
+                    && st.observed_generation == d.metadata.generation
             }
             Ok(None) => false,
-            Err(e) => return Err(fail("DependencyNotReady", format!("dependency {dep_ns}/{}: {e}", dep.name))),
+            Err(e) => {
+                return Err(fail(
+                    "DependencyNotReady",
+                    format!("dependency {dep_ns}/{}: {e}", dep.name),
+                ));
+            }
         };
         if !ready {
-            return Err(fail("DependencyNotReady", format!("dependency '{dep_ns}/{}' is not ready", dep.name)));
+            return Err(fail(
+                "DependencyNotReady",
+                format!("dependency '{dep_ns}/{}' is not ready", dep.name),
+            ));
         }
     }
 
     // The source's artifact.
     let src = &spec.source_ref;
     if src.kind != "GitRepository" {
-        return Err(Failure { reason: "InvalidSpec", message: format!("spec.sourceRef.kind: '{}' is not supported (GitRepository)", src.kind), stalled: true });
+        return Err(Failure {
+            reason: "InvalidSpec",
+            message: format!(
+                "spec.sourceRef.kind: '{}' is not supported (GitRepository)",
+                src.kind
+            ),
+            stalled: true,
+        });
     }
     let src_ns = src.namespace.clone().unwrap_or_else(|| ns.clone());
     let repos: Api<GitRepository> = Api::namespaced(ctx.client.clone(), &src_ns);
     let repo = repos
         .get_opt(&src.name)
         .await
-        .map_err(|e| fail("ArtifactFailed", format!("source GitRepository/{src_ns}/{}: {e}", src.name)))?
-        .ok_or_else(|| fail("ArtifactFailed", format!("source GitRepository/{src_ns}/{} not found", src.name)))?;
-    let artifact = repo
-        .status
-        .and_then(|s| s.artifact)
-        .ok_or_else(|| fail("ArtifactFailed", format!("source GitRepository/{src_ns}/{} has no artifact yet", src.name)))?;
+        .map_err(|e| {
+            fail(
+                "ArtifactFailed",
+                format!("source GitRepository/{src_ns}/{}: {e}", src.name),
+            )
+        })?
+        .ok_or_else(|| {
+            fail(
+                "ArtifactFailed",
+                format!("source GitRepository/{src_ns}/{} not found", src.name),
+            )
+        })?;
+    let artifact = repo.status.and_then(|s| s.artifact).ok_or_else(|| {
+        fail(
+            "ArtifactFailed",
+            format!(
+                "source GitRepository/{src_ns}/{} has no artifact yet",
+                src.name
+            ),
+        )
+    })?;
     let revision = artifact.revision.clone();
     status.last_attempted_revision = Some(revision.clone());
 
@@ -241,27 +355,50 @@ async fn sync(ks: &Kustomization, ctx: &Context, status: &mut KustomizationStatu
         .map_err(|e| fail("ArtifactFailed", e.to_string()))?;
 
     // Build: load and patch. Any error here stops before touching the cluster.
-    let sources: Vec<SourceFile<'_>> = files.iter().map(|f| SourceFile { path: &f.path, data: &f.data }).collect();
+    let sources: Vec<SourceFile<'_>> = files
+        .iter()
+        .map(|f| SourceFile {
+            path: &f.path,
+            data: &f.data,
+        })
+        .collect();
     let path = spec.path.clone().unwrap_or_default();
     let mut manifests = load(&sources, &path).map_err(|e| fail("BuildFailed", e.to_string()))?;
-    apply_patches(&mut manifests, &patch_specs(ks)).map_err(|e| fail("BuildFailed", e.to_string()))?;
+    apply_patches(&mut manifests, &patch_specs(ks))
+        .map_err(|e| fail("BuildFailed", e.to_string()))?;
 
     let opts = ApplyOptions {
         field_manager: FIELD_MANAGER.into(),
         owner: owner_of(ks),
         transform: Transform {
             target_namespace: spec.target_namespace.clone(),
-            labels: spec.common_metadata.as_ref().map(|m| m.labels.clone()).unwrap_or_default(),
-            annotations: spec.common_metadata.as_ref().map(|m| m.annotations.clone()).unwrap_or_default(),
+            labels: spec
+                .common_metadata
+                .as_ref()
+                .map(|m| m.labels.clone())
+                .unwrap_or_default(),
+            annotations: spec
+                .common_metadata
+                .as_ref()
+                .map(|m| m.annotations.clone())
+                .unwrap_or_default(),
         },
         force: spec.force,
         concurrency: ctx.concurrency,
         wait_timeout: Duration::from_secs(60),
     };
-    let plan: Plan = ctx.applier.plan(manifests, &opts).await.map_err(|e| fail("ReconciliationFailed", e.to_string()))?;
+    let plan: Plan = ctx
+        .applier
+        .plan(manifests, &opts)
+        .await
+        .map_err(|e| fail("ReconciliationFailed", e.to_string()))?;
 
     // Widen the recorded inventory before applying, so a crash mid-apply orphans nothing.
-    let previous = status.inventory.as_ref().map(|i| i.to_inventory()).unwrap_or_default();
+    let previous = status
+        .inventory
+        .as_ref()
+        .map(|i| i.to_inventory())
+        .unwrap_or_default();
     let mut widened = previous.clone();
     widened.extend(plan.inventory.entries.clone());
     if widened != previous {
@@ -282,7 +419,14 @@ async fn sync(ks: &Kustomization, ctx: &Context, status: &mut KustomizationStatu
     if spec.prune {
         let stale = widened.stale(&plan.inventory);
         if !stale.is_empty() {
-            let report = prune(ctx.applier.resources(), stale, &opts.owner, PropagationPolicy::Background, ctx.concurrency).await;
+            let report = prune(
+                ctx.applier.resources(),
+                stale,
+                &opts.owner,
+                PropagationPolicy::Background,
+                ctx.concurrency,
+            )
+            .await;
             for id in &report.deleted {
                 info!(object = %id.display(), "pruned");
             }
@@ -294,7 +438,10 @@ async fn sync(ks: &Kustomization, ctx: &Context, status: &mut KustomizationStatu
     }
     status.inventory = Some(ResourceInventory::from_inventory(&next));
     if !prune_errors.is_empty() {
-        return Err(fail("PruneFailed", format!("prune failed: {}", prune_errors.join("; "))));
+        return Err(fail(
+            "PruneFailed",
+            format!("prune failed: {}", prune_errors.join("; ")),
+        ));
     }
 
     // Health.
@@ -303,14 +450,26 @@ async fn sync(ks: &Kustomization, ctx: &Context, status: &mut KustomizationStatu
         let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
         wait::all_healthy(ctx.applier.resources(), &checks, remaining)
             .await
-            .map_err(|bad| fail("HealthCheckFailed", format!("health check failed after {:?} (spec.timeout): {}", timeout_of(ks), bad.join("; "))))?;
+            .map_err(|bad| {
+                fail(
+                    "HealthCheckFailed",
+                    format!(
+                        "health check failed after {:?} (spec.timeout): {}",
+                        timeout_of(ks),
+                        bad.join("; ")
+                    ),
+                )
+            })?;
     }
     status.last_applied_revision = Some(revision.clone());
     Ok(format!("Applied revision: {revision}"))
 }
 
 fn timeout_of(ks: &Kustomization) -> String {
-    ks.spec.timeout.clone().unwrap_or_else(|| ks.spec.interval.clone())
+    ks.spec
+        .timeout
+        .clone()
+        .unwrap_or_else(|| ks.spec.interval.clone())
 }
 
 fn patch_specs(ks: &Kustomization) -> Vec<PatchSpec> {
@@ -334,7 +493,12 @@ fn patch_specs(ks: &Kustomization) -> Vec<PatchSpec> {
 /// The objects to health-check: all applied objects with `wait`, else `healthChecks`.
 fn health_targets(ks: &Kustomization, plan: &Plan) -> Vec<(ObjectId, String)> {
     if ks.spec.wait {
-        return plan.inventory.entries.iter().map(|(id, v)| (id.clone(), v.clone())).collect();
+        return plan
+            .inventory
+            .entries
+            .iter()
+            .map(|(id, v)| (id.clone(), v.clone()))
+            .collect();
     }
     ks.spec
         .health_checks
@@ -343,7 +507,11 @@ fn health_targets(ks: &Kustomization, plan: &Plan) -> Vec<(ObjectId, String)> {
             let version = h.api_version.clone().unwrap_or_else(|| "v1".into());
             let (group, _) = skewer_appliers::object::split_api_version(&version);
             let id = ObjectId {
-                namespace: h.namespace.clone().or_else(|| ks.namespace()).unwrap_or_default(),
+                namespace: h
+                    .namespace
+                    .clone()
+                    .or_else(|| ks.namespace())
+                    .unwrap_or_default(),
                 name: h.name.clone(),
                 group: group.to_string(),
                 kind: h.kind.clone(),
@@ -363,19 +531,43 @@ async fn cleanup(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, Er
         _ => ks.spec.prune,
     };
     if delete && !ks.spec.suspend {
-        let inventory: Inventory = ks.status.as_ref().and_then(|s| s.inventory.as_ref()).map(|i| i.to_inventory()).unwrap_or_default();
+        let inventory: Inventory = ks
+            .status
+            .as_ref()
+            .and_then(|s| s.inventory.as_ref())
+            .map(|i| i.to_inventory())
+            .unwrap_or_default();
         let stale = inventory.stale(&Inventory::default());
-        let report = prune(ctx.applier.resources(), stale, &owner_of(&ks), PropagationPolicy::Background, ctx.concurrency).await;
+        let report = prune(
+            ctx.applier.resources(),
+            stale,
+            &owner_of(&ks),
+            PropagationPolicy::Background,
+            ctx.concurrency,
+        )
+        .await;
         if !report.failed.is_empty() {
-            warn!(failed = report.failed.len(), "objects left behind on deletion");
+            warn!(
+                failed = report.failed.len(),
+                "objects left behind on deletion"
+            );
         }
     }
     Ok(Action::await_change())
 }
 
-async fn write_status(client: &Client, ns: &str, name: &str, status: &KustomizationStatus) -> Result<(), kube::Error> {
+async fn write_status(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    status: &KustomizationStatus,
+) -> Result<(), kube::Error> {
     let api: Api<Kustomization> = Api::namespaced(client.clone(), ns);
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
-        .await
-        .map(|_| ())
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .map(|_| ())
 }

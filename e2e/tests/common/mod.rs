@@ -1,0 +1,147 @@
+//! Helpers shared by the e2e test files: creating sources and Kustomizations, reading status.
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use anyhow::Result;
+use kube::Api;
+use kube::api::{DynamicObject, ListParams};
+use skewer_agent::api::{GitRepository, Kustomization, KustomizationStatus};
+use skewer_e2e::{eventually, hub, kc_apply};
+
+pub const WAIT: Duration = Duration::from_secs(60);
+
+pub async fn client() -> kube::Client {
+    skewer_e2e::client(hub()).await.expect("client")
+}
+
+/// A GitRepository polling `url` every second.
+pub fn git_repository(ns: &str, name: &str, url: &str) -> Result<()> {
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: GitRepository\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  url: {url}\n  interval: 1s\n  ref: {{branch: main}}\n"
+    ))
+}
+
+/// A Kustomization; `extra` is more spec fields as YAML, indented by two spaces.
+pub fn kustomization(ns: &str, name: &str, source: &str, path: &str, extra: &str) -> Result<()> {
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Kustomization\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  sourceRef: {{kind: GitRepository, name: {source}}}\n  path: {path}\n  interval: 1m\n  retryInterval: 2s\n{extra}"
+    ))
+}
+
+pub async fn status(c: &kube::Client, ns: &str, name: &str) -> Result<KustomizationStatus> {
+    let api: Api<Kustomization> = Api::namespaced(c.clone(), ns);
+    Ok(api.get(name).await?.status.unwrap_or_default())
+}
+
+pub fn ready(st: &KustomizationStatus) -> Option<(&str, &str, &str)> {
+    st.conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str()))
+}
+
+/// Waits until the Kustomization is Ready at `revision` (a commit id suffix).
+pub async fn wait_applied(
+    c: &kube::Client,
+    ns: &str,
+    name: &str,
+    commit: &str,
+) -> Result<KustomizationStatus> {
+    eventually(
+        &format!("Kustomization {ns}/{name} Ready at {commit}"),
+        WAIT,
+        || async {
+            let st = status(c, ns, name).await?;
+            let at = st
+                .last_applied_revision
+                .as_deref()
+                .is_some_and(|r| r.ends_with(commit));
+            if at && ready(&st).map(|r| r.0) == Some("True") {
+                Ok(Some(st))
+            } else {
+                anyhow::bail!(
+                    "status: {:?} revision {:?}",
+                    ready(&st),
+                    st.last_applied_revision
+                )
+            }
+        },
+    )
+    .await
+}
+
+/// Waits until Ready=False with a message satisfying `pred`.
+pub async fn wait_failed(
+    c: &kube::Client,
+    ns: &str,
+    name: &str,
+    pred: impl Fn(&str, &str) -> bool,
+) -> Result<KustomizationStatus> {
+    eventually(
+        &format!("Kustomization {ns}/{name} to fail as expected"),
+        WAIT,
+        || async {
+            let st = status(c, ns, name).await?;
+            match ready(&st) {
+                Some(("False", reason, msg)) if pred(reason, msg) => Ok(Some(st.clone())),
+                other => anyhow::bail!("status: {other:?}"),
+            }
+        },
+    )
+    .await
+}
+
+pub fn inventory_ids(st: &KustomizationStatus) -> Vec<String> {
+    let mut ids: Vec<String> = st
+        .inventory
+        .iter()
+        .flat_map(|i| i.entries.iter().map(|e| e.id.clone()))
+        .collect();
+    ids.sort();
+    ids
+}
+
+pub async fn exists(
+    c: &kube::Client,
+    api_version: &str,
+    kind: &str,
+    ns: &str,
+    name: &str,
+) -> Result<Option<DynamicObject>> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+    let (ar, _) = kube::discovery::pinned_kind(c, &gvk).await?;
+    let api: Api<DynamicObject> = if ns.is_empty() {
+        Api::all_with(c.clone(), &ar)
+    } else {
+        Api::namespaced_with(c.clone(), ns, &ar)
+    };
+    Ok(api.get_opt(name).await?)
+}
+
+/// Names of ConfigMaps in `ns` labelled as owned by Kustomization `owner`.
+pub async fn owned_configmaps(c: &kube::Client, ns: &str, owner: &str) -> Result<Vec<String>> {
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(c.clone(), ns);
+    let list = api
+        .list_metadata(&ListParams::default().labels(&format!("skewer.dev/name={owner}")))
+        .await?;
+    let mut names: Vec<String> = list
+        .items
+        .into_iter()
+        .filter_map(|m| m.metadata.name)
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+pub async fn git_revision(c: &kube::Client, ns: &str, name: &str) -> Result<Option<String>> {
+    let api: Api<GitRepository> = Api::namespaced(c.clone(), ns);
+    Ok(api
+        .get(name)
+        .await?
+        .status
+        .and_then(|s| s.artifact)
+        .map(|a| a.revision))
+}

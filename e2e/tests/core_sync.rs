@@ -1,0 +1,442 @@
+//! Issue 2 acceptance: a Git directory reconciled into a real API server.
+
+mod common;
+
+use std::time::Duration;
+
+use anyhow::Result;
+use common::*;
+use skewer_e2e::{GitServer, Skewer, eventually, kc, namespace};
+
+fn app_files(app_ns: &str, group: &str) -> Vec<(String, String)> {
+    vec![
+        (
+            "apps/namespace.yaml".into(),
+            format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {app_ns}\n"),
+        ),
+        (
+            "apps/crd.yaml".into(),
+            format!(
+                "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.{group}
+spec:
+  group: {group}
+  scope: Namespaced
+  names: {{kind: Widget, plural: widgets, singular: widget}}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+"
+            ),
+        ),
+        (
+            "apps/widget.yaml".into(),
+            format!(
+                "apiVersion: {group}/v1\nkind: Widget\nmetadata:\n  name: w1\n  namespace: {app_ns}\nspec:\n  size: 3\n"
+            ),
+        ),
+        (
+            "apps/deployment.yaml".into(),
+            format!(
+                "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: {app_ns}
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {{app: web}}
+  template:
+    metadata:
+      labels: {{app: web}}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.25
+        ports:
+        - containerPort: 80
+        resources:
+          requests:
+            cpu: 1
+"
+            ),
+        ),
+        (
+            "apps/service.yaml".into(),
+            format!(
+                "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: {app_ns}\nspec:\n  selector: {{app: web}}\n  ports:\n  - port: 80\n    targetPort: 80\n"
+            ),
+        ),
+        (
+            "apps/config.yaml".into(),
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: {app_ns}\ndata:\n  mode: \"on\"\n"
+            ),
+        ),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn applies_in_order_prunes_and_survives_broken_commits() -> Result<()> {
+    let ns = namespace("core")?;
+    let app_ns = format!("{ns}-app");
+    let group = format!("{ns}.e2e.skewer.dev");
+    let git = GitServer::start()?;
+    let repo = git.repo("app")?;
+    for (path, content) in app_files(&app_ns, &group) {
+        repo.write(&path, &content)?;
+    }
+    let first = repo.commit("app")?;
+    let _skewer = Skewer::start(&ns)?;
+    let c = client().await;
+
+    git_repository(&ns, "app", &repo.url)?;
+    let patch = "  prune: true\n  patches:\n  - target: {kind: Deployment, name: web}\n    patch: |\n      - op: replace\n        path: /spec/replicas\n        value: 3\n";
+    kustomization(&ns, "app", "app", "./apps", patch)?;
+
+    let st = wait_applied(&c, &ns, "app", &first).await?;
+    let mut want = vec![
+        format!("_{app_ns}__Namespace"),
+        format!("_widgets.{group}_apiextensions.k8s.io_CustomResourceDefinition"),
+        format!("{app_ns}_w1_{group}_Widget"),
+        format!("{app_ns}_web_apps_Deployment"),
+        format!("{app_ns}_web__Service"),
+        format!("{app_ns}_settings__ConfigMap"),
+    ];
+    want.sort();
+    assert_eq!(inventory_ids(&st), want);
+
+    // The JSON patch, the old-server port fix, field manager and owner labels.
+    let deploy: serde_json::Value = serde_json::from_str(&kc(&[
+        "get",
+        "deployment",
+        "web",
+        "-n",
+        &app_ns,
+        "-o",
+        "json",
+        "--show-managed-fields",
+    ])?)?;
+    assert_eq!(deploy["spec"]["replicas"], 3);
+    assert_eq!(deploy["metadata"]["labels"]["skewer.dev/name"], "app");
+    assert_eq!(
+        deploy["metadata"]["labels"]["skewer.dev/namespace"],
+        ns.as_str()
+    );
+    let managers: Vec<&str> = deploy["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["operation"] == "Apply")
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    assert_eq!(managers, ["skewer"]);
+    let svc: serde_json::Value = serde_json::from_str(&kc(&[
+        "get", "service", "web", "-n", &app_ns, "-o", "json",
+    ])?)?;
+    assert_eq!(svc["spec"]["ports"][0]["protocol"], "TCP");
+    assert!(
+        exists(&c, &format!("{group}/v1"), "Widget", &app_ns, "w1")
+            .await?
+            .is_some()
+    );
+    let revision = git_revision(&c, &ns, "app").await?.unwrap();
+    assert_eq!(revision, format!("main@sha1:{first}"));
+
+    // Removing a file prunes its object.
+    repo.remove("apps/config.yaml")?;
+    let second = repo.commit("drop config")?;
+    let st = wait_applied(&c, &ns, "app", &second).await?;
+    assert!(
+        exists(&c, "v1", "ConfigMap", &app_ns, "settings")
+            .await?
+            .is_none(),
+        "ConfigMap was not pruned"
+    );
+    assert!(!inventory_ids(&st).iter().any(|id| id.contains("settings")));
+
+    // A broken file fails the build, names file and line, and prunes nothing, even though
+    // the same commit removed the Service.
+    repo.write(
+        "apps/broken.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [unclosed\n",
+    )?;
+    repo.remove("apps/service.yaml")?;
+    let broken = repo.commit("broken")?;
+    let st = wait_failed(&c, &ns, "app", |reason, msg| {
+        reason == "BuildFailed" && msg.contains("apps/broken.yaml") && msg.contains("line")
+    })
+    .await?;
+    assert!(
+        st.last_attempted_revision
+            .as_deref()
+            .unwrap()
+            .ends_with(&broken)
+    );
+    assert!(
+        st.last_applied_revision
+            .as_deref()
+            .unwrap()
+            .ends_with(&second)
+    );
+    assert!(
+        exists(&c, "v1", "Service", &app_ns, "web").await?.is_some(),
+        "a broken source pruned"
+    );
+    assert!(
+        inventory_ids(&st)
+            .iter()
+            .any(|id| id.ends_with("_web__Service"))
+    );
+
+    // The next good commit recovers, and only now is the Service pruned.
+    repo.remove("apps/broken.yaml")?;
+    let fixed = repo.commit("fixed")?;
+    wait_applied(&c, &ns, "app", &fixed).await?;
+    assert!(exists(&c, "v1", "Service", &app_ns, "web").await?.is_none());
+    assert!(
+        exists(&c, "apps/v1", "Deployment", &app_ns, "web")
+            .await?
+            .is_some()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn prune_opt_out_and_immutable_fields() -> Result<()> {
+    let ns = namespace("immut")?;
+    let git = GitServer::start()?;
+    let repo = git.repo("app")?;
+    let ip = |n: u32| format!("10.96.{}.{}", 200 + std::process::id() % 50, n);
+    let service = |ip: &str, force: bool| {
+        let ann = if force {
+            "  annotations: {skewer.dev/force: enabled}\n"
+        } else {
+            ""
+        };
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata:\n  name: fixed\n  namespace: {ns}\n{ann}spec:\n  clusterIP: {ip}\n  ports:\n  - port: 80\n"
+        )
+    };
+    let job = |cmd: &str, force: bool| {
+        let ann = if force {
+            "  annotations: {skewer.dev/force: enabled}\n"
+        } else {
+            ""
+        };
+        format!(
+            "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: once\n  namespace: {ns}\n{ann}spec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: c\n        image: busybox\n        command: [\"{cmd}\"]\n"
+        )
+    };
+    repo.write("keep.yaml", &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\n  namespace: {ns}\n  annotations: {{skewer.dev/prune: disabled}}\n"))?;
+    repo.write("service.yaml", &service(&ip(10), false))?;
+    repo.write("job.yaml", &job("true", false))?;
+    let first = repo.commit("one")?;
+    let _skewer = Skewer::start(&ns)?;
+    let c = client().await;
+    git_repository(&ns, "src", &repo.url)?;
+    kustomization(&ns, "app", "src", "./", "  prune: true\n")?;
+    wait_applied(&c, &ns, "app", &first).await?;
+
+    // prune: disabled keeps the object when it leaves Git.
+    repo.remove("keep.yaml")?;
+    let second = repo.commit("drop keep")?;
+    let st = wait_applied(&c, &ns, "app", &second).await?;
+    assert!(
+        exists(&c, "v1", "ConfigMap", &ns, "keep").await?.is_some(),
+        "prune: disabled object was deleted"
+    );
+    assert!(!inventory_ids(&st).iter().any(|id| id.contains("_keep_")));
+
+    // Immutable changes fail with the object and field named.
+    let old_uid = exists(&c, "batch/v1", "Job", &ns, "once")
+        .await?
+        .unwrap()
+        .metadata
+        .uid;
+    repo.write("service.yaml", &service(&ip(11), false))?;
+    repo.write("job.yaml", &job("false", false))?;
+    repo.commit("immutable change")?;
+    wait_failed(&c, &ns, "app", |_, msg| {
+        msg.contains(&format!("Service/{ns}/fixed"))
+            && msg.contains("spec.clusterIP")
+            && msg.contains(&format!("Job/{ns}/once"))
+            && msg.contains("spec.template")
+    })
+    .await?;
+
+    // With skewer.dev/force: enabled both are recreated.
+    repo.write("service.yaml", &service(&ip(11), true))?;
+    repo.write("job.yaml", &job("false", true))?;
+    let forced = repo.commit("force")?;
+    wait_applied(&c, &ns, "app", &forced).await?;
+    let svc = exists(&c, "v1", "Service", &ns, "fixed").await?.unwrap();
+    assert_eq!(svc.data["spec"]["clusterIP"], ip(11));
+    let new_job = exists(&c, "batch/v1", "Job", &ns, "once").await?.unwrap();
+    assert_ne!(new_job.metadata.uid, old_uid, "Job was not recreated");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn depends_on_suspend_and_health_timeout() -> Result<()> {
+    let ns = namespace("deps")?;
+    let git = GitServer::start()?;
+    let repo = git.repo("app")?;
+    let cm = |name: &str, v: u32| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  v: \"{v}\"\n"
+        )
+    };
+    repo.write("a/cm.yaml", &cm("a", 1))?;
+    repo.write("b/cm.yaml", &cm("b", 1))?;
+    repo.write(
+        "slow/deploy.yaml",
+        &format!("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: slow\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels: {{app: slow}}\n  template:\n    metadata:\n      labels: {{app: slow}}\n    spec:\n      containers:\n      - name: c\n        image: nginx\n"),
+    )?;
+    let first = repo.commit("one")?;
+    let _skewer = Skewer::start(&ns)?;
+    let c = client().await;
+    git_repository(&ns, "src", &repo.url)?;
+
+    // b depends on a, which does not exist yet.
+    kustomization(&ns, "b", "src", "./b", "  dependsOn:\n  - name: a\n")?;
+    wait_failed(&c, &ns, "b", |reason, msg| {
+        reason == "DependencyNotReady" && msg.contains("/a")
+    })
+    .await?;
+    assert!(
+        exists(&c, "v1", "ConfigMap", &ns, "b").await?.is_none(),
+        "b applied before its dependency"
+    );
+    kustomization(&ns, "a", "src", "./a", "")?;
+    wait_applied(&c, &ns, "a", &first).await?;
+    wait_applied(&c, &ns, "b", &first).await?;
+
+    // Suspended: a new revision is applied by a but not by b.
+    kc(&[
+        "patch",
+        "kustomization",
+        "b",
+        "-n",
+        &ns,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"suspend":true}}"#,
+    ])?;
+    repo.write("a/cm.yaml", &cm("a", 2))?;
+    repo.write("b/cm.yaml", &cm("b", 2))?;
+    let second = repo.commit("two")?;
+    wait_applied(&c, &ns, "a", &second).await?;
+    // b would have applied within milliseconds of a; give it a generous window to misbehave.
+    let changed = eventually(
+        "suspended b to change (it must not)",
+        Duration::from_secs(3),
+        || async {
+            let b = exists(&c, "v1", "ConfigMap", &ns, "b").await?.unwrap();
+            Ok((b.data["data"]["v"] == "2").then_some(()))
+        },
+    )
+    .await;
+    assert!(
+        changed.is_err(),
+        "a suspended Kustomization applied a new revision"
+    );
+    kc(&[
+        "patch",
+        "kustomization",
+        "b",
+        "-n",
+        &ns,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"suspend":false}}"#,
+    ])?;
+    wait_applied(&c, &ns, "b", &second).await?;
+
+    // Health checks that outlast the timeout fail, naming the unhealthy object. (This cluster
+    // has no kubelet, so the Deployment never becomes available.)
+    kustomization(
+        &ns,
+        "slow",
+        "src",
+        "./slow",
+        "  wait: true\n  timeout: 3s\n",
+    )?;
+    let st = wait_failed(&c, &ns, "slow", |reason, msg| {
+        reason == "HealthCheckFailed" && msg.contains(&format!("Deployment/{ns}/slow"))
+    })
+    .await?;
+    assert!(
+        st.conditions
+            .iter()
+            .any(|c| c.type_ == "Healthy" && c.status == "False")
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigkill_mid_apply_converges_without_orphans() -> Result<()> {
+    let ns = namespace("kill")?;
+    let git = GitServer::start()?;
+    let repo = git.repo("app")?;
+    let doc = |i: u32| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i:03}\n  namespace: {ns}\ndata:\n  i: \"{i}\"\n"
+        )
+    };
+    let all: String = (0..500).map(|i| format!("---\n{}", doc(i))).collect();
+    repo.write("cms.yaml", &all)?;
+    let first = repo.commit("500")?;
+    // One request in flight, so that a kill lands mid-apply.
+    let mut skewer = Skewer::start_with(&ns, &["--concurrency", "1"])?;
+    let c = client().await;
+    git_repository(&ns, "src", &repo.url)?;
+    kustomization(&ns, "app", "src", "./", "  prune: true\n")?;
+
+    let seen = eventually("some ConfigMaps applied", WAIT, || async {
+        let n = owned_configmaps(&c, &ns, "app").await?.len();
+        Ok((n >= 20).then_some(n))
+    })
+    .await?;
+    skewer.kill()?;
+    let at_kill = owned_configmaps(&c, &ns, "app").await?.len();
+    assert!(
+        at_kill < 500,
+        "the apply finished before the kill ({seen} seen); the test proves nothing"
+    );
+    // The inventory was widened before applying, so everything in flight is tracked.
+    let st = status(&c, &ns, "app").await?;
+    assert_eq!(
+        inventory_ids(&st).len(),
+        500,
+        "inventory not recorded before applying"
+    );
+
+    skewer.restart()?;
+    let st = wait_applied(&c, &ns, "app", &first).await?;
+    assert_eq!(inventory_ids(&st).len(), 500);
+    assert_eq!(owned_configmaps(&c, &ns, "app").await?.len(), 500);
+
+    // Dropping 200 prunes exactly those; nothing else goes.
+    let kept: String = (0..300).map(|i| format!("---\n{}", doc(i))).collect();
+    repo.write("cms.yaml", &kept)?;
+    let second = repo.commit("300")?;
+    let st = wait_applied(&c, &ns, "app", &second).await?;
+    let live = owned_configmaps(&c, &ns, "app").await?;
+    let expected: Vec<String> = (0..300).map(|i| format!("cm-{i:03}")).collect();
+    assert_eq!(live, expected);
+    let inv: Vec<String> = inventory_ids(&st)
+        .iter()
+        .map(|id| id.split('_').nth(1).unwrap().to_string())
+        .collect();
+    assert_eq!(inv, expected);
+    Ok(())
+}
