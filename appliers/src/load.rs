@@ -253,3 +253,22 @@ mod tests {
         assert!(load(&files, "./").unwrap().is_empty());
     }
 }
+
+#[cfg(test)]
+mod yaml_1_1 {
+    use super::*;
+
+    /// kubectl reads YAML 1.1: `yes`/`on` are booleans, `0x1F` is hex, `0644` octal.
+    #[test]
+    fn scalars_follow_yaml_1_1() {
+        let doc = "apiVersion: v1\nkind: X\nmetadata: {name: x}\nspec: {a: yes, b: off, c: 0x1F, d: 0644, e: '0644', f: 1e3}\n";
+        let got = parse_file("x.yaml", doc.as_bytes()).unwrap();
+        let spec = &got[0].object["spec"];
+        assert_eq!(spec["a"], true);
+        assert_eq!(spec["b"], false);
+        assert_eq!(spec["c"], 31);
+        assert_eq!(spec["d"], 420);
+        assert_eq!(spec["e"], "0644");
+        assert_eq!(spec["f"], 1000.0);
+    }
+}

@@ -187,6 +187,19 @@ async fn fetch(
     }
 }
 
+/// Whether the stored artifact already is the resolved revision (so nothing is fetched).
+fn is_current(
+    previous: Option<&ArtifactStatus>,
+    resolved: &Resolved,
+    stored: impl Fn(&str) -> bool,
+) -> bool {
+    previous.is_some_and(|prev| {
+        prev.revision == resolved.revision
+            && revision_commit(&prev.revision) == Some(resolved.commit.as_str())
+            && stored(&prev.digest)
+    })
+}
+
 async fn write_status(
     client: &Client,
     ns: &str,
@@ -201,4 +214,44 @@ async fn write_status(
     )
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolved(revision: &str, commit: &str) -> Resolved {
+        Resolved {
+            fetch_ref: Some("refs/heads/main".into()),
+            commit: commit.into(),
+            revision: revision.into(),
+        }
+    }
+
+    #[test]
+    fn fetch_only_when_the_ref_moved_or_the_artifact_is_gone() {
+        let prev = ArtifactStatus {
+            revision: "main@sha1:aa".into(),
+            digest: "sha256:d".into(),
+            ..Default::default()
+        };
+        assert!(is_current(
+            Some(&prev),
+            &resolved("main@sha1:aa", "aa"),
+            |_| true
+        ));
+        assert!(
+            !is_current(Some(&prev), &resolved("main@sha1:bb", "bb"), |_| true),
+            "ref moved"
+        );
+        assert!(
+            !is_current(Some(&prev), &resolved("main@sha1:aa", "aa"), |_| false),
+            "artifact lost"
+        );
+        assert!(
+            !is_current(Some(&prev), &resolved("dev@sha1:aa", "aa"), |_| true),
+            "other ref, same commit"
+        );
+        assert!(!is_current(None, &resolved("main@sha1:aa", "aa"), |_| true));
+    }
 }

@@ -23,6 +23,7 @@ pub struct Context {
     pub recorder: Recorder,
     /// Server-side apply requests in flight per Kustomization.
     pub concurrency: usize,
+    pub failures: Failures,
 }
 
 impl Context {
@@ -43,6 +44,7 @@ impl Context {
             store: Store::new(data_dir.join("artifacts")),
             git: GitFetcher::new(data_dir.join("git")),
             concurrency,
+            failures: Failures::default(),
         }))
     }
 
@@ -68,6 +70,33 @@ impl Context {
         if let Err(e) = self.recorder.publish(&ev, &obj.object_ref(&())).await {
             warn!(error = %e, "cannot publish event");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_interval() {
+        let s = Duration::from_secs;
+        let got: Vec<u64> = (1..=7).map(|n| backoff(s(2), s(60), n).as_secs()).collect();
+        assert_eq!(got, [2, 4, 8, 16, 32, 60, 60]);
+        assert_eq!(
+            backoff(s(30), s(10), 5),
+            s(30),
+            "retry longer than interval stays retry"
+        );
+        assert_eq!(backoff(s(2), s(60), u32::MAX), s(60));
+    }
+
+    #[test]
+    fn failures_count_until_cleared() {
+        let f = Failures::default();
+        assert_eq!(f.record("a"), 1);
+        assert_eq!(f.record("a"), 2);
+        f.clear("a");
+        assert_eq!(f.record("a"), 1);
     }
 }
 
@@ -119,6 +148,32 @@ fn reconcile_inputs<K: kube::Resource>(obj: &K) -> Option<u64> {
     meta.finalizers.hash(&mut h);
     meta.deletion_timestamp.is_some().hash(&mut h);
     Some(h.finish())
+}
+
+/// Delay before retrying after `failures` consecutive failures: `retry`, doubling with each
+/// failure, never more than the larger of `interval` and `retry`.
+pub fn backoff(retry: Duration, interval: Duration, failures: u32) -> Duration {
+    let cap = interval.max(retry);
+    let factor = 1u32 << failures.saturating_sub(1).min(16);
+    retry.saturating_mul(factor).min(cap)
+}
+
+/// Consecutive failures per object, for [`backoff`]. In memory: a restart starts afresh.
+#[derive(Default)]
+pub struct Failures(std::sync::Mutex<std::collections::HashMap<String, u32>>);
+
+impl Failures {
+    /// Records a failure of `key` and returns how many in a row.
+    pub fn record(&self, key: &str) -> u32 {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let n = map.entry(key.to_string()).or_insert(0);
+        *n += 1;
+        *n
+    }
+
+    pub fn clear(&self, key: &str) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
+    }
 }
 
 /// Parses a Go duration from a spec field; the error names the field.
