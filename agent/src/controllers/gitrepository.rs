@@ -159,11 +159,9 @@ async fn fetch(
             } else {
                 refspec.resolve(&git.list_remote(&k, &url)?)?
             };
-            if let Some(prev) = &previous
-                && prev.revision == resolved.revision
-                && revision_commit(&prev.revision) == Some(resolved.commit.as_str())
-                && store.path_of(&k, &prev.digest).exists()
-            {
+            if is_current(previous.as_ref(), &resolved, |digest| {
+                store.path_of(&k, digest).exists()
+            }) {
                 return Ok(None);
             }
             let files = git.fetch(&k, &url, &resolved)?;
