@@ -440,3 +440,69 @@ async fn sigkill_mid_apply_converges_without_orphans() -> Result<()> {
     assert_eq!(inv, expected);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deleting_a_kustomization_follows_its_deletion_policy() -> Result<()> {
+    let ns = namespace("delete")?;
+    let git = GitServer::start()?;
+    let repo = git.repo("app")?;
+    let cm = |name: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\n")
+    };
+    repo.write("pruned/cm.yaml", &cm("pruned"))?;
+    repo.write("orphaned/cm.yaml", &cm("orphaned"))?;
+    let first = repo.commit("one")?;
+    let _skewer = Skewer::start(&ns)?;
+    let c = client().await;
+    git_repository(&ns, "src", &repo.url)?;
+    kustomization(&ns, "pruned", "src", "./pruned", "  prune: true\n")?;
+    kustomization(
+        &ns,
+        "orphaned",
+        "src",
+        "./orphaned",
+        "  prune: true\n  deletionPolicy: Orphan\n",
+    )?;
+    wait_applied(&c, &ns, "pruned", &first).await?;
+    wait_applied(&c, &ns, "orphaned", &first).await?;
+
+    // Success is reported as an Event too.
+    let events = kc(&[
+        "get",
+        "events",
+        "-n",
+        &ns,
+        "--field-selector",
+        "involvedObject.name=pruned",
+        "-o",
+        "jsonpath={.items[*].reason}",
+    ])?;
+    assert!(
+        events.contains("ReconciliationSucceeded"),
+        "events: {events}"
+    );
+
+    // kubectl delete waits for the finalizer, so the objects are gone (or kept) when it returns.
+    kc(&[
+        "delete",
+        "kustomization",
+        "pruned",
+        "orphaned",
+        "-n",
+        &ns,
+        "--timeout=60s",
+    ])?;
+    assert!(
+        exists(&c, "v1", "ConfigMap", &ns, "pruned")
+            .await?
+            .is_none(),
+        "prune: true did not delete on deletion"
+    );
+    assert!(
+        exists(&c, "v1", "ConfigMap", &ns, "orphaned")
+            .await?
+            .is_some(),
+        "deletionPolicy: Orphan deleted"
+    );
+    Ok(())
+}
