@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use common::*;
-use skewer_e2e::{GitServer, Skewer, eventually, kc, namespace};
+use skewer_e2e::{eventually, kc};
 
 fn app_files(app_ns: &str, group: &str) -> Vec<(String, String)> {
     vec![
@@ -86,23 +86,21 @@ spec:
 
 #[tokio::test(flavor = "multi_thread")]
 async fn applies_in_order_prunes_and_survives_broken_commits() -> Result<()> {
-    let ns = namespace("core")?;
+    let f = Fixture::new("core").await?;
+    let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
     let app_ns = format!("{ns}-app");
     let group = format!("{ns}.e2e.skewer.dev");
-    let git = GitServer::start()?;
-    let repo = git.repo("app")?;
     for (path, content) in app_files(&app_ns, &group) {
         repo.write(&path, &content)?;
     }
     let first = repo.commit("app")?;
-    let _skewer = Skewer::start(&ns)?;
-    let c = client().await;
+    let _skewer = f.start(&[])?;
 
     git_repository(&ns, "app", &repo.url)?;
     let patch = "  prune: true\n  patches:\n  - target: {kind: Deployment, name: web}\n    patch: |\n      - op: replace\n        path: /spec/replicas\n        value: 3\n";
-    kustomization(&ns, "app", "app", "./apps", patch)?;
+    kustomization(&ns, "app", "src", "./apps", patch)?;
 
-    let st = wait_applied(&c, &ns, "app", &first).await?;
+    let st = wait_applied(c, &ns, "app", &first).await?;
     let mut want = vec![
         format!("_{app_ns}__Namespace"),
         format!("_widgets.{group}_apiextensions.k8s.io_CustomResourceDefinition"),
@@ -144,19 +142,19 @@ async fn applies_in_order_prunes_and_survives_broken_commits() -> Result<()> {
     ])?)?;
     assert_eq!(svc["spec"]["ports"][0]["protocol"], "TCP");
     assert!(
-        exists(&c, &format!("{group}/v1"), "Widget", &app_ns, "w1")
+        exists(c, &format!("{group}/v1"), "Widget", &app_ns, "w1")
             .await?
             .is_some()
     );
-    let revision = git_revision(&c, &ns, "app").await?.unwrap();
+    let revision = git_revision(c, &ns, "src").await?.unwrap();
     assert_eq!(revision, format!("main@sha1:{first}"));
 
     // Removing a file prunes its object.
     repo.remove("apps/config.yaml")?;
     let second = repo.commit("drop config")?;
-    let st = wait_applied(&c, &ns, "app", &second).await?;
+    let st = wait_applied(c, &ns, "app", &second).await?;
     assert!(
-        exists(&c, "v1", "ConfigMap", &app_ns, "settings")
+        exists(c, "v1", "ConfigMap", &app_ns, "settings")
             .await?
             .is_none(),
         "ConfigMap was not pruned"
@@ -171,7 +169,7 @@ async fn applies_in_order_prunes_and_survives_broken_commits() -> Result<()> {
     )?;
     repo.remove("apps/service.yaml")?;
     let broken = repo.commit("broken")?;
-    let st = wait_failed(&c, &ns, "app", |reason, msg| {
+    let st = wait_failed(c, &ns, "app", |reason, msg| {
         reason == "BuildFailed" && msg.contains("apps/broken.yaml") && msg.contains("line")
     })
     .await?;
@@ -188,7 +186,7 @@ async fn applies_in_order_prunes_and_survives_broken_commits() -> Result<()> {
             .ends_with(&second)
     );
     assert!(
-        exists(&c, "v1", "Service", &app_ns, "web").await?.is_some(),
+        exists(c, "v1", "Service", &app_ns, "web").await?.is_some(),
         "a broken source pruned"
     );
     assert!(
@@ -200,10 +198,10 @@ async fn applies_in_order_prunes_and_survives_broken_commits() -> Result<()> {
     // The next good commit recovers, and only now is the Service pruned.
     repo.remove("apps/broken.yaml")?;
     let fixed = repo.commit("fixed")?;
-    wait_applied(&c, &ns, "app", &fixed).await?;
-    assert!(exists(&c, "v1", "Service", &app_ns, "web").await?.is_none());
+    wait_applied(c, &ns, "app", &fixed).await?;
+    assert!(exists(c, "v1", "Service", &app_ns, "web").await?.is_none());
     assert!(
-        exists(&c, "apps/v1", "Deployment", &app_ns, "web")
+        exists(c, "apps/v1", "Deployment", &app_ns, "web")
             .await?
             .is_some()
     );
@@ -212,9 +210,8 @@ async fn applies_in_order_prunes_and_survives_broken_commits() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn prune_opt_out_and_immutable_fields() -> Result<()> {
-    let ns = namespace("immut")?;
-    let git = GitServer::start()?;
-    let repo = git.repo("app")?;
+    let f = Fixture::new("immut").await?;
+    let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
     let ip = |n: u32| format!("10.96.{}.{}", 200 + std::process::id() % 50, n);
     let service = |ip: &str, force: bool| {
         let ann = if force {
@@ -240,24 +237,22 @@ async fn prune_opt_out_and_immutable_fields() -> Result<()> {
     repo.write("service.yaml", &service(&ip(10), false))?;
     repo.write("job.yaml", &job("true", false))?;
     let first = repo.commit("one")?;
-    let _skewer = Skewer::start(&ns)?;
-    let c = client().await;
-    git_repository(&ns, "src", &repo.url)?;
+    let _skewer = f.start(&[])?;
     kustomization(&ns, "app", "src", "./", "  prune: true\n")?;
-    wait_applied(&c, &ns, "app", &first).await?;
+    wait_applied(c, &ns, "app", &first).await?;
 
     // prune: disabled keeps the object when it leaves Git.
     repo.remove("keep.yaml")?;
     let second = repo.commit("drop keep")?;
-    let st = wait_applied(&c, &ns, "app", &second).await?;
+    let st = wait_applied(c, &ns, "app", &second).await?;
     assert!(
-        exists(&c, "v1", "ConfigMap", &ns, "keep").await?.is_some(),
+        exists(c, "v1", "ConfigMap", &ns, "keep").await?.is_some(),
         "prune: disabled object was deleted"
     );
     assert!(!inventory_ids(&st).iter().any(|id| id.contains("_keep_")));
 
     // Immutable changes fail with the object and field named.
-    let old_uid = exists(&c, "batch/v1", "Job", &ns, "once")
+    let old_uid = exists(c, "batch/v1", "Job", &ns, "once")
         .await?
         .unwrap()
         .metadata
@@ -265,7 +260,7 @@ async fn prune_opt_out_and_immutable_fields() -> Result<()> {
     repo.write("service.yaml", &service(&ip(11), false))?;
     repo.write("job.yaml", &job("false", false))?;
     repo.commit("immutable change")?;
-    wait_failed(&c, &ns, "app", |_, msg| {
+    wait_failed(c, &ns, "app", |_, msg| {
         msg.contains(&format!("Service/{ns}/fixed"))
             && msg.contains("spec.clusterIP")
             && msg.contains(&format!("Job/{ns}/once"))
@@ -277,19 +272,18 @@ async fn prune_opt_out_and_immutable_fields() -> Result<()> {
     repo.write("service.yaml", &service(&ip(11), true))?;
     repo.write("job.yaml", &job("false", true))?;
     let forced = repo.commit("force")?;
-    wait_applied(&c, &ns, "app", &forced).await?;
-    let svc = exists(&c, "v1", "Service", &ns, "fixed").await?.unwrap();
+    wait_applied(c, &ns, "app", &forced).await?;
+    let svc = exists(c, "v1", "Service", &ns, "fixed").await?.unwrap();
     assert_eq!(svc.data["spec"]["clusterIP"], ip(11));
-    let new_job = exists(&c, "batch/v1", "Job", &ns, "once").await?.unwrap();
+    let new_job = exists(c, "batch/v1", "Job", &ns, "once").await?.unwrap();
     assert_ne!(new_job.metadata.uid, old_uid, "Job was not recreated");
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn depends_on_suspend_and_health_timeout() -> Result<()> {
-    let ns = namespace("deps")?;
-    let git = GitServer::start()?;
-    let repo = git.repo("app")?;
+    let f = Fixture::new("deps").await?;
+    let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
     let cm = |name: &str, v: u32| {
         format!(
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  v: \"{v}\"\n"
@@ -302,23 +296,21 @@ async fn depends_on_suspend_and_health_timeout() -> Result<()> {
         &format!("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: slow\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels: {{app: slow}}\n  template:\n    metadata:\n      labels: {{app: slow}}\n    spec:\n      containers:\n      - name: c\n        image: nginx\n"),
     )?;
     let first = repo.commit("one")?;
-    let _skewer = Skewer::start(&ns)?;
-    let c = client().await;
-    git_repository(&ns, "src", &repo.url)?;
+    let _skewer = f.start(&[])?;
 
     // b depends on a, which does not exist yet.
     kustomization(&ns, "b", "src", "./b", "  dependsOn:\n  - name: a\n")?;
-    wait_failed(&c, &ns, "b", |reason, msg| {
+    wait_failed(c, &ns, "b", |reason, msg| {
         reason == "DependencyNotReady" && msg.contains("/a")
     })
     .await?;
     assert!(
-        exists(&c, "v1", "ConfigMap", &ns, "b").await?.is_none(),
+        exists(c, "v1", "ConfigMap", &ns, "b").await?.is_none(),
         "b applied before its dependency"
     );
     kustomization(&ns, "a", "src", "./a", "")?;
-    wait_applied(&c, &ns, "a", &first).await?;
-    wait_applied(&c, &ns, "b", &first).await?;
+    wait_applied(c, &ns, "a", &first).await?;
+    wait_applied(c, &ns, "b", &first).await?;
 
     // Suspended: a new revision is applied by a but not by b.
     kc(&[
@@ -334,13 +326,13 @@ async fn depends_on_suspend_and_health_timeout() -> Result<()> {
     repo.write("a/cm.yaml", &cm("a", 2))?;
     repo.write("b/cm.yaml", &cm("b", 2))?;
     let second = repo.commit("two")?;
-    wait_applied(&c, &ns, "a", &second).await?;
+    wait_applied(c, &ns, "a", &second).await?;
     // b would have applied within milliseconds of a; give it a generous window to misbehave.
     let changed = eventually(
         "suspended b to change (it must not)",
         Duration::from_secs(3),
         || async {
-            let b = exists(&c, "v1", "ConfigMap", &ns, "b").await?.unwrap();
+            let b = exists(c, "v1", "ConfigMap", &ns, "b").await?.unwrap();
             Ok((b.data["data"]["v"] == "2").then_some(()))
         },
     )
@@ -359,7 +351,7 @@ async fn depends_on_suspend_and_health_timeout() -> Result<()> {
         "-p",
         r#"{"spec":{"suspend":false}}"#,
     ])?;
-    wait_applied(&c, &ns, "b", &second).await?;
+    wait_applied(c, &ns, "b", &second).await?;
 
     // Health checks that outlast the timeout fail, naming the unhealthy object. (This cluster
     // has no kubelet, so the Deployment never becomes available.)
@@ -370,7 +362,7 @@ async fn depends_on_suspend_and_health_timeout() -> Result<()> {
         "./slow",
         "  wait: true\n  timeout: 3s\n",
     )?;
-    let st = wait_failed(&c, &ns, "slow", |reason, msg| {
+    let st = wait_failed(c, &ns, "slow", |reason, msg| {
         reason == "HealthCheckFailed" && msg.contains(&format!("Deployment/{ns}/slow"))
     })
     .await?;
@@ -384,9 +376,8 @@ async fn depends_on_suspend_and_health_timeout() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sigkill_mid_apply_converges_without_orphans() -> Result<()> {
-    let ns = namespace("kill")?;
-    let git = GitServer::start()?;
-    let repo = git.repo("app")?;
+    let f = Fixture::new("kill").await?;
+    let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
     let doc = |i: u32| {
         format!(
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i:03}\n  namespace: {ns}\ndata:\n  i: \"{i}\"\n"
@@ -396,24 +387,22 @@ async fn sigkill_mid_apply_converges_without_orphans() -> Result<()> {
     repo.write("cms.yaml", &all)?;
     let first = repo.commit("500")?;
     // One request in flight, so that a kill lands mid-apply.
-    let mut skewer = Skewer::start_with(&ns, &["--concurrency", "1"])?;
-    let c = client().await;
-    git_repository(&ns, "src", &repo.url)?;
+    let mut skewer = f.start(&["--concurrency", "1"])?;
     kustomization(&ns, "app", "src", "./", "  prune: true\n")?;
 
     let seen = eventually("some ConfigMaps applied", WAIT, || async {
-        let n = owned_configmaps(&c, &ns, "app").await?.len();
+        let n = owned_configmaps(c, &ns, "app").await?.len();
         Ok((n >= 20).then_some(n))
     })
     .await?;
     skewer.kill()?;
-    let at_kill = owned_configmaps(&c, &ns, "app").await?.len();
+    let at_kill = owned_configmaps(c, &ns, "app").await?.len();
     assert!(
         at_kill < 500,
         "the apply finished before the kill ({seen} seen); the test proves nothing"
     );
     // The inventory was widened before applying, so everything in flight is tracked.
-    let st = status(&c, &ns, "app").await?;
+    let st = status(c, &ns, "app").await?;
     assert_eq!(
         inventory_ids(&st).len(),
         500,
@@ -421,16 +410,16 @@ async fn sigkill_mid_apply_converges_without_orphans() -> Result<()> {
     );
 
     skewer.restart()?;
-    let st = wait_applied(&c, &ns, "app", &first).await?;
+    let st = wait_applied(c, &ns, "app", &first).await?;
     assert_eq!(inventory_ids(&st).len(), 500);
-    assert_eq!(owned_configmaps(&c, &ns, "app").await?.len(), 500);
+    assert_eq!(owned_configmaps(c, &ns, "app").await?.len(), 500);
 
     // Dropping 200 prunes exactly those; nothing else goes.
     let kept: String = (0..300).map(|i| format!("---\n{}", doc(i))).collect();
     repo.write("cms.yaml", &kept)?;
     let second = repo.commit("300")?;
-    let st = wait_applied(&c, &ns, "app", &second).await?;
-    let live = owned_configmaps(&c, &ns, "app").await?;
+    let st = wait_applied(c, &ns, "app", &second).await?;
+    let live = owned_configmaps(c, &ns, "app").await?;
     let expected: Vec<String> = (0..300).map(|i| format!("cm-{i:03}")).collect();
     assert_eq!(live, expected);
     let inv: Vec<String> = inventory_ids(&st)
@@ -443,18 +432,15 @@ async fn sigkill_mid_apply_converges_without_orphans() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn deleting_a_kustomization_follows_its_deletion_policy() -> Result<()> {
-    let ns = namespace("delete")?;
-    let git = GitServer::start()?;
-    let repo = git.repo("app")?;
+    let f = Fixture::new("delete").await?;
+    let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
     let cm = |name: &str| {
         format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\n")
     };
     repo.write("pruned/cm.yaml", &cm("pruned"))?;
     repo.write("orphaned/cm.yaml", &cm("orphaned"))?;
     let first = repo.commit("one")?;
-    let _skewer = Skewer::start(&ns)?;
-    let c = client().await;
-    git_repository(&ns, "src", &repo.url)?;
+    let _skewer = f.start(&[])?;
     kustomization(&ns, "pruned", "src", "./pruned", "  prune: true\n")?;
     kustomization(
         &ns,
@@ -463,8 +449,8 @@ async fn deleting_a_kustomization_follows_its_deletion_policy() -> Result<()> {
         "./orphaned",
         "  prune: true\n  deletionPolicy: Orphan\n",
     )?;
-    wait_applied(&c, &ns, "pruned", &first).await?;
-    wait_applied(&c, &ns, "orphaned", &first).await?;
+    wait_applied(c, &ns, "pruned", &first).await?;
+    wait_applied(c, &ns, "orphaned", &first).await?;
 
     // Success is reported as an Event too.
     let events = kc(&[
@@ -493,13 +479,11 @@ async fn deleting_a_kustomization_follows_its_deletion_policy() -> Result<()> {
         "--timeout=60s",
     ])?;
     assert!(
-        exists(&c, "v1", "ConfigMap", &ns, "pruned")
-            .await?
-            .is_none(),
+        exists(c, "v1", "ConfigMap", &ns, "pruned").await?.is_none(),
         "prune: true did not delete on deletion"
     );
     assert!(
-        exists(&c, "v1", "ConfigMap", &ns, "orphaned")
+        exists(c, "v1", "ConfigMap", &ns, "orphaned")
             .await?
             .is_some(),
         "deletionPolicy: Orphan deleted"

@@ -19,6 +19,8 @@ pub enum GitError {
     Local { path: PathBuf, message: String },
     #[error("invalid Git URL '{url}': {message}")]
     Url { url: String, message: String },
+    #[error("invalid ref '{specs}': {message}")]
+    InvalidRef { specs: String, message: String },
     #[error("cannot list refs of {url}: {message}")]
     ListRefs { url: String, message: String },
     #[error("cannot fetch {what} from {url}: {message}")]
@@ -74,20 +76,14 @@ impl GitFetcher {
             url: url.to_string(),
             message: e.to_string(),
         };
-        let remote = repo
-            .remote_at(url)
-            .map_err(|e| GitError::Url {
-                url: url.into(),
-                message: e.to_string(),
-            })?
-            .with_refspecs(
-                [
-                    "+refs/*:refs/remotes/origin/*",
-                    "+HEAD:refs/remotes/origin/HEAD",
-                ],
-                Direction::Fetch,
-            )
-            .map_err(|e| list(&e))?;
+        let remote = remote(
+            &repo,
+            url,
+            &[
+                "+refs/*:refs/remotes/origin/*",
+                "+HEAD:refs/remotes/origin/HEAD",
+            ],
+        )?;
         let connection = remote.connect(Direction::Fetch).map_err(|e| list(&e))?;
         let options = gix::remote::ref_map::Options {
             prefix_from_spec_as_filter_on_remote: false,
@@ -112,15 +108,7 @@ impl GitFetcher {
             message: e.to_string(),
         };
         let spec = format!("+{what}:{LOCAL_REF}");
-        let remote = repo
-            .remote_at(url)
-            .map_err(|e| GitError::Url {
-                url: url.into(),
-                message: e.to_string(),
-            })?
-            .with_fetch_tags(gix::remote::fetch::Tags::None)
-            .with_refspecs([spec.as_str()], Direction::Fetch)
-            .map_err(|e| fetch_err(&e))?;
+        let remote = remote(&repo, url, &[spec.as_str()])?;
         let depth = std::num::NonZeroU32::MIN;
         remote
             .connect(Direction::Fetch)
@@ -132,6 +120,25 @@ impl GitFetcher {
             .map_err(|e| fetch_err(&e))?;
         read_tree(&repo, &resolved.commit)
     }
+}
+
+/// An anonymous remote at `url` that fetches exactly `specs` (no implied tags).
+fn remote<'r>(
+    repo: &'r gix::Repository,
+    url: &str,
+    specs: &[&str],
+) -> Result<gix::Remote<'r>, GitError> {
+    repo.remote_at(url)
+        .map_err(|e| GitError::Url {
+            url: url.into(),
+            message: e.to_string(),
+        })?
+        .with_fetch_tags(gix::remote::fetch::Tags::None)
+        .with_refspecs(specs.iter().copied(), Direction::Fetch)
+        .map_err(|e| GitError::InvalidRef {
+            specs: specs.join(" "),
+            message: e.to_string(),
+        })
 }
 
 fn to_remote_ref(r: &gix::protocol::handshake::Ref) -> Option<RemoteRef> {

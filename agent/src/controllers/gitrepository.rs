@@ -47,18 +47,11 @@ impl FetchError {
 }
 
 pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
-    let api: Api<GitRepository> = match &namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    };
+    let api: Api<GitRepository> = super::scoped(&ctx.client, namespace.as_deref());
     super::controller(api)
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
-        .for_each(|r| async move {
-            if let Err(e) = r {
-                warn!(error = %e, "gitrepository reconcile");
-            }
-        })
+        .for_each(|r| super::log_outcome("GitRepository", r))
         .await;
 }
 

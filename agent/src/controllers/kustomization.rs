@@ -13,7 +13,7 @@ use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams, PropagationPolicy};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -52,66 +52,64 @@ fn fail(reason: &'static str, message: impl Into<String>) -> Failure {
 }
 
 pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
-    let (ks_api, git_api): (Api<Kustomization>, Api<GitRepository>) = match &namespace {
-        Some(ns) => (
-            Api::namespaced(ctx.client.clone(), ns),
-            Api::namespaced(ctx.client.clone(), ns),
-        ),
-        None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
-    };
+    let ks_api: Api<Kustomization> = super::scoped(&ctx.client, namespace.as_deref());
+    let git_api: Api<GitRepository> = super::scoped(&ctx.client, namespace.as_deref());
     let controller = super::controller(ks_api.clone());
-    let store = controller.store();
-    let by_source = store.clone();
-    let by_dependency = store;
+    let (by_source, by_dependency) = (controller.store(), controller.store());
     controller
         // A new artifact reconciles the Kustomizations that use it.
         .watches(
             git_api,
             watcher::Config::default(),
             move |repo: GitRepository| {
-                let (ns, name) = (repo.namespace().unwrap_or_default(), repo.name_any());
-                by_source
-                    .state()
-                    .into_iter()
-                    .filter(|ks| {
-                        let s = &ks.spec.source_ref;
-                        s.kind == "GitRepository"
-                            && s.name == name
-                            && s.namespace.clone().or_else(|| ks.namespace()).as_deref()
-                                == Some(ns.as_str())
-                    })
-                    .map(|ks| ObjectRef::from_obj(ks.as_ref()))
-                    .collect::<Vec<_>>()
+                matching(&by_source, &repo, |ks, ns, name| {
+                    let s = &ks.spec.source_ref;
+                    s.kind == "GitRepository"
+                        && s.name == name
+                        && in_namespace(ks, &s.namespace, ns)
+                })
             },
         )
-        // A dependency becoming Ready reconciles its dependents.
+        // A dependency changing (becoming Ready) reconciles its dependents.
         .watches(
             ks_api,
             watcher::Config::default(),
             move |dep: Kustomization| {
-                let (ns, name) = (dep.namespace().unwrap_or_default(), dep.name_any());
-                by_dependency
-                    .state()
-                    .into_iter()
-                    .filter(|ks| {
-                        ks.spec.depends_on.iter().any(|d| {
-                            d.name == name
-                                && d.namespace.clone().or_else(|| ks.namespace()).as_deref()
-                                    == Some(ns.as_str())
-                        })
-                    })
-                    .map(|ks| ObjectRef::from_obj(ks.as_ref()))
-                    .collect::<Vec<_>>()
+                matching(&by_dependency, &dep, |ks, ns, name| {
+                    ks.spec
+                        .depends_on
+                        .iter()
+                        .any(|d| d.name == name && in_namespace(ks, &d.namespace, ns))
+                })
             },
         )
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
-        .for_each(|r| async move {
-            if let Err(e) = r {
-                warn!(error = %e, "kustomization reconcile");
-            }
-        })
+        .for_each(|r| super::log_outcome("Kustomization", r))
         .await;
+}
+
+/// The Kustomizations in `store` for which `refers(ks, namespace, name)` of `target` holds.
+fn matching<K: kube::Resource>(
+    store: &Store<Kustomization>,
+    target: &K,
+    refers: impl Fn(&Kustomization, &str, &str) -> bool,
+) -> Vec<ObjectRef<Kustomization>> {
+    let (ns, name) = (
+        target.meta().namespace.clone().unwrap_or_default(),
+        target.meta().name.clone().unwrap_or_default(),
+    );
+    store
+        .state()
+        .iter()
+        .filter(|ks| refers(ks, &ns, &name))
+        .map(|ks| ObjectRef::from_obj(ks.as_ref()))
+        .collect()
+}
+
+/// Whether a reference's namespace (defaulting to the Kustomization's own) is `ns`.
+fn in_namespace(ks: &Kustomization, reference: &Option<String>, ns: &str) -> bool {
+    reference.clone().or_else(|| ks.namespace()).as_deref() == Some(ns)
 }
 
 fn error_policy(_: Arc<Kustomization>, _: &Error, _: Arc<Context>) -> Action {

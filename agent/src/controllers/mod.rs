@@ -112,6 +112,24 @@ fn truncate(mut s: String, max: usize) -> String {
     s
 }
 
+/// An `Api` over one namespace, or all of them.
+pub fn scoped<K>(client: &Client, namespace: Option<&str>) -> kube::Api<K>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    match namespace {
+        Some(ns) => kube::Api::namespaced(client.clone(), ns),
+        None => kube::Api::all(client.clone()),
+    }
+}
+
+/// Logs a reconcile that ended without status (the status write itself failed).
+pub async fn log_outcome<T, E: std::fmt::Display>(kind: &'static str, result: Result<T, E>) {
+    if let Err(e) = result {
+        warn!(kind, error = %e, "reconcile");
+    }
+}
+
 /// A controller whose own watch triggers a reconcile only when the spec (generation), the
 /// reconcile-request annotation, finalizers or deletion change: never on our own status
 /// writes, which would otherwise echo back as a second full reconcile. Periodic work comes

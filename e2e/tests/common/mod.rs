@@ -145,3 +145,32 @@ pub async fn git_revision(c: &kube::Client, ns: &str, name: &str) -> Result<Opti
         .and_then(|s| s.artifact)
         .map(|a| a.revision))
 }
+
+/// One test's world: its namespace, a git daemon serving repo `app`, and an API client.
+pub struct Fixture {
+    pub ns: String,
+    pub repo: skewer_e2e::Repo,
+    pub c: kube::Client,
+    _git: skewer_e2e::GitServer,
+}
+
+impl Fixture {
+    pub async fn new(prefix: &str) -> Result<Self> {
+        let ns = skewer_e2e::namespace(prefix)?;
+        let git = skewer_e2e::GitServer::start()?;
+        let repo = git.repo("app")?;
+        Ok(Self {
+            ns,
+            repo,
+            c: client().await,
+            _git: git,
+        })
+    }
+
+    /// Starts skewer on this namespace (with extra flags) and a GitRepository `src` for `app`.
+    pub fn start(&self, flags: &[&str]) -> Result<skewer_e2e::Skewer> {
+        let skewer = skewer_e2e::Skewer::start_with(&self.ns, flags)?;
+        git_repository(&self.ns, "src", &self.repo.url)?;
+        Ok(skewer)
+    }
+}
