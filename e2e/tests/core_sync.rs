@@ -490,3 +490,49 @@ async fn deleting_a_kustomization_follows_its_deletion_policy() -> Result<()> {
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unsupported_fields_are_refused_not_ignored() -> Result<()> {
+    let f = Fixture::new("refuse").await?;
+    let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
+    repo.write(
+        "cm.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: {ns}\n"),
+    )?;
+    repo.commit("one")?;
+    let _skewer = f.start(&[])?;
+    skewer_e2e::kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: GitRepository\nmetadata: {{name: ignoring, namespace: {ns}}}\nspec:\n  url: {}\n  ignore: \"*.md\"\n",
+        repo.url
+    ))?;
+    kustomization(&ns, "tenant", "src", "./", "  serviceAccountName: tenant\n")?;
+    let stalled = |kind: &'static str, name: &'static str, field: &'static str| {
+        let ns = ns.clone();
+        async move {
+            eventually(
+                &format!("{kind}/{name} Stalled naming {field}"),
+                WAIT,
+                || async {
+                    let out = kc(&[
+                        "get",
+                        kind,
+                        name,
+                        "-n",
+                        &ns,
+                        "-o",
+                        "jsonpath={.status.conditions[?(@.type==\"Stalled\")].message}",
+                    ])?;
+                    Ok(out.contains(field).then_some(()))
+                },
+            )
+            .await
+        }
+    };
+    stalled("gitrepository", "ignoring", "spec.ignore").await?;
+    stalled("kustomization", "tenant", "spec.serviceAccountName").await?;
+    assert!(
+        exists(c, "v1", "ConfigMap", &ns, "x").await?.is_none(),
+        "applied without the tenant's identity"
+    );
+    Ok(())
+}

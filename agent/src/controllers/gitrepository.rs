@@ -32,8 +32,11 @@ enum FetchError {
     Store(#[from] skewer_sources::StoreError),
     #[error("fetch timed out after {0:?}")]
     Timeout(Duration),
+    /// Only a spec change can fix it.
     #[error("{0}")]
     Invalid(String),
+    #[error("fetch task failed: {0}")]
+    Task(String),
 }
 
 impl FetchError {
@@ -103,7 +106,11 @@ async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action
             let msg = e.to_string();
             warn!(namespace = %ns, name = %name, error = %msg, "fetch failed");
             let was = conditions::find(&old.conditions, READY).map(|c| c.message.clone());
-            conditions::mark_failed(&mut status.conditions, e.reason(), &msg, generation);
+            if matches!(e, FetchError::Invalid(_)) {
+                conditions::mark_stalled(&mut status.conditions, e.reason(), &msg, generation);
+            } else {
+                conditions::mark_failed(&mut status.conditions, e.reason(), &msg, generation);
+            }
             if was.as_deref() != Some(msg.as_str()) {
                 ctx.event(repo.as_ref(), true, e.reason(), msg).await;
             }
@@ -128,6 +135,12 @@ async fn fetch(
         Some(t) => duration("timeout", t).map_err(FetchError::Invalid)?,
         None => Duration::from_secs(60),
     };
+    // Refused rather than ignored until they are implemented (issue 4).
+    if spec.ignore.is_some() {
+        return Err(FetchError::Invalid(
+            "spec.ignore: ignore rules are not supported yet".into(),
+        ));
+    }
     if spec.secret_ref.is_some() {
         return Err(FetchError::Invalid(
             "spec.secretRef: authentication is not supported yet".into(),
@@ -173,7 +186,7 @@ async fn fetch(
         });
     match tokio::time::timeout(timeout, work).await {
         Ok(Ok(r)) => r,
-        Ok(Err(join)) => Err(FetchError::Invalid(format!("fetch task failed: {join}"))),
+        Ok(Err(join)) => Err(FetchError::Task(join.to_string())),
         Err(_) => Err(FetchError::Timeout(timeout)),
     }
 }

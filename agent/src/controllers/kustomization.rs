@@ -383,7 +383,7 @@ async fn sync(
         },
         force: spec.force,
         concurrency: ctx.concurrency,
-        wait_timeout: Duration::from_secs(60),
+        wait_timeout: deadline.saturating_duration_since(tokio::time::Instant::now()),
     };
     let plan: Plan = ctx
         .applier
