@@ -2,6 +2,7 @@
 # Starts a local Kubernetes 1.20 control plane on loopback: one shared etcd, and for each
 # cluster NAME an API server (its own --etcd-prefix) and a controller manager.
 #   e2e/cluster/up.sh NAME [PORT]     prints the kubeconfig path on stdout
+#   SKEWER_ETCD_FSYNC=1 makes etcd durable (fsync per write), for benchmarks.
 # State lives in ${SKEWER_E2E_STATE:-/tmp/skewer-e2e}/NAME; stop with e2e/cluster/down.sh.
 set -euo pipefail
 
@@ -21,6 +22,10 @@ log() { printf '[cluster %s] %s\n' "$name" "$*" >&2; }
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 mkdir -p "$root" "$state"
+# Tests skip fsync for speed; benchmarks set SKEWER_ETCD_FSYNC=1 for a durable etcd, whose
+# per-write fsync is what sequential clients (kubectl) pay on real clusters.
+fsync_flag=--unsafe-no-fsync
+[ "${SKEWER_ETCD_FSYNC:-0}" = 1 ] && fsync_flag=
 if ! alive "$root/etcd.pid"; then
   log "starting etcd on 127.0.0.1:$etcd_port"
   rm -rf "$root/etcd-data"
@@ -28,7 +33,7 @@ if ! alive "$root/etcd.pid"; then
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
     --listen-peer-urls "http://127.0.0.1:$((etcd_port + 1))" --initial-advertise-peer-urls "http://127.0.0.1:$((etcd_port + 1))" \
     --initial-cluster "default=http://127.0.0.1:$((etcd_port + 1))" \
-    --unsafe-no-fsync --quota-backend-bytes 4294967296 >"$root/etcd.log" 2>&1 &
+    $fsync_flag --quota-backend-bytes 4294967296 >"$root/etcd.log" 2>&1 &
   echo $! >"$root/etcd.pid"
 fi
 

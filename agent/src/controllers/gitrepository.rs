@@ -82,6 +82,7 @@ async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action
         }
     };
     let key = artifact_key(&ns, &name);
+    let mut event: Option<(bool, &'static str, String)> = None;
     match fetch(&repo, &ctx, &key, &old).await {
         Ok(Some(artifact)) => {
             let msg = format!("stored artifact for revision '{}'", artifact.revision);
@@ -90,7 +91,7 @@ async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action
             let changed = old.artifact.as_ref().map(|a| &a.revision) != Some(&artifact.revision);
             status.artifact = Some(artifact);
             if changed {
-                ctx.event(repo.as_ref(), false, "NewArtifact", msg).await;
+                event = Some((false, "NewArtifact", msg));
             }
         }
         Ok(None) => {
@@ -112,13 +113,17 @@ async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action
                 conditions::mark_failed(&mut status.conditions, e.reason(), &msg, generation);
             }
             if was.as_deref() != Some(msg.as_str()) {
-                ctx.event(repo.as_ref(), true, e.reason(), msg).await;
+                event = Some((true, e.reason(), msg));
             }
         }
     }
     status.observed_generation = generation;
     if status != old {
         write_status(&ctx.client, &ns, &name, &status).await?;
+    }
+    // After the status write, so that an event's round trip never delays the artifact.
+    if let Some((warning, reason, note)) = event {
+        ctx.event(repo.as_ref(), warning, reason, note).await;
     }
     Ok(Action::requeue(interval))
 }

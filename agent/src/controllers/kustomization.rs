@@ -203,6 +203,8 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Ac
     };
     let was =
         conditions::find(&old.conditions, READY).map(|c| (c.status.clone(), c.message.clone()));
+    let key = format!("{ns}/{name}");
+    let mut event: Option<(bool, &'static str, String)> = None;
     let action = match result {
         Ok(message) => {
             conditions::mark_ready(
@@ -219,10 +221,10 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Ac
                 "health checks passed",
                 generation,
             );
+            ctx.failures.clear(&key);
             if was != Some(("True".into(), message.clone())) {
                 info!(namespace = %ns, name = %name, "{message}");
-                ctx.event(ks.as_ref(), false, "ReconciliationSucceeded", message)
-                    .await;
+                event = Some((false, "ReconciliationSucceeded", message));
             }
             Action::requeue(interval)
         }
@@ -243,19 +245,24 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Ac
                     generation,
                 );
             }
-            if was != Some(("False".into(), f.message.clone())) {
-                ctx.event(ks.as_ref(), true, f.reason, f.message).await;
-            }
-            if f.stalled {
+            let action = if f.stalled {
                 Action::await_change()
             } else {
-                Action::requeue(retry)
+                Action::requeue(super::backoff(retry, interval, ctx.failures.record(&key)))
+            };
+            if was != Some(("False".into(), f.message.clone())) {
+                event = Some((true, f.reason, f.message));
             }
+            action
         }
     };
     status.observed_generation = generation;
     if status != old {
         write_status(&ctx.client, &ns, &name, &status).await?;
+    }
+    // After the status write, so that an event's round trip never delays Ready.
+    if let Some((warning, reason, note)) = event {
+        ctx.event(ks.as_ref(), warning, reason, note).await;
     }
     Ok(action)
 }
@@ -347,6 +354,7 @@ async fn sync(
 
     let store = ctx.store.clone();
     let (key, digest) = (artifact_key(&src_ns, &src.name), artifact.digest.clone());
+    let mut phases = Phases::start();
     let files = tokio::task::spawn_blocking(move || store.get(&key, &digest))
         .await
         .map_err(|e| fail("ArtifactFailed", e.to_string()))?
@@ -361,6 +369,7 @@ async fn sync(
         })
         .collect();
     let path = spec.path.clone().unwrap_or_default();
+    phases.mark("artifact");
     let mut manifests = load(&sources, &path).map_err(|e| fail("BuildFailed", e.to_string()))?;
     apply_patches(&mut manifests, &patch_specs(ks))
         .map_err(|e| fail("BuildFailed", e.to_string()))?;
@@ -385,6 +394,7 @@ async fn sync(
         concurrency: ctx.concurrency,
         wait_timeout: deadline.saturating_duration_since(tokio::time::Instant::now()),
     };
+    phases.mark("build");
     let plan: Plan = ctx
         .applier
         .plan(manifests, &opts)
@@ -399,6 +409,7 @@ async fn sync(
         .unwrap_or_default();
     let mut widened = previous.clone();
     widened.extend(plan.inventory.entries.clone());
+    phases.mark("plan");
     if widened != previous {
         status.inventory = Some(ResourceInventory::from_inventory(&widened));
         write_status(&ctx.client, &ns, &name, status)
@@ -406,11 +417,13 @@ async fn sync(
             .map_err(|e| fail("ReconciliationFailed", format!("recording inventory: {e}")))?;
     }
 
+    phases.mark("inventory");
     ctx.applier.apply(&plan, &opts).await.map_err(|errs| {
         let lines: Vec<String> = errs.iter().map(ToString::to_string).collect();
         fail("ReconciliationFailed", lines.join("; "))
     })?;
 
+    phases.mark("apply");
     // Prune what left the source; keep in the inventory whatever could not be deleted.
     let mut next = plan.inventory.clone();
     let mut prune_errors = Vec::new();
@@ -442,6 +455,7 @@ async fn sync(
         ));
     }
 
+    phases.mark("prune");
     // Health.
     let checks = health_targets(ks, &plan);
     if !checks.is_empty() {
@@ -459,8 +473,42 @@ async fn sync(
                 )
             })?;
     }
+    phases.mark("health");
+    info!(objects = plan.len(), phases = %phases, "synced {revision}");
     status.last_applied_revision = Some(revision.clone());
     Ok(format!("Applied revision: {revision}"))
+}
+
+/// Milliseconds spent in each phase of a reconcile, for the log line that ends it.
+struct Phases {
+    last: std::time::Instant,
+    spent: Vec<(&'static str, u128)>,
+}
+
+impl Phases {
+    fn start() -> Self {
+        Self {
+            last: std::time::Instant::now(),
+            spent: Vec::new(),
+        }
+    }
+
+    fn mark(&mut self, phase: &'static str) {
+        let now = std::time::Instant::now();
+        self.spent.push((phase, (now - self.last).as_millis()));
+        self.last = now;
+    }
+}
+
+impl std::fmt::Display for Phases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self
+            .spent
+            .iter()
+            .map(|(p, ms)| format!("{p}={ms}ms"))
+            .collect();
+        f.write_str(&parts.join(" "))
+    }
 }
 
 fn timeout_of(ks: &Kustomization) -> String {

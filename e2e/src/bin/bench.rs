@@ -1,23 +1,27 @@
 //! Benchmarks on the local real API server; prints a Markdown table.
 //!
-//!   cargo run -p skewer-e2e --release --bin bench [-- --objects 1000 --runs 3]
+//!   cargo run -p skewer-e2e --release --bin bench [-- --objects 1000 --runs 5 --concurrency 16]
 //!
 //! First sync of N ConfigMaps from a Git repo by the `skewer` daemon (Kustomization created →
 //! Ready), against `kubectl apply --server-side -f <dir>` of the same files, and against a
-//! bare kube-rs loop of concurrent server-side applies (the practical limit). Every run
-//! applies into a fresh namespace, so every request creates an object.
+//! bare kube-rs loop of concurrent server-side applies (the practical limit); the `appliers`
+//! library alone shows the daemon's own overhead. Every run applies into a fresh namespace, so
+//! every request creates an object. The approaches take turns within each round, so that they
+//! share the machine's conditions (API server and etcd run on the same two cores).
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use futures::{StreamExt, stream};
-use kube::Api;
 use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::{Api, Client};
 use serde_json::json;
+use skewer_agent::api::{GitRepository, Kustomization};
 use skewer_appliers::apply::{Applier, ApplyOptions};
 use skewer_appliers::load::{SourceFile, load};
 use skewer_appliers::transform::{Owner, Transform};
-use skewer_e2e::{GitServer, Skewer, client, eventually, hub, kc, kc_apply, kubectl, namespace};
+use skewer_e2e::{GitServer, Skewer, client, hub, kc, kubectl, namespace};
 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
@@ -28,9 +32,10 @@ fn arg(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-fn configmap(ns: &str, i: usize) -> String {
+/// A ConfigMap without a namespace: each run places it with `-n` or `targetNamespace`.
+fn configmap(i: usize) -> String {
     format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i:04}\n  namespace: {ns}\ndata:\n  index: \"{i}\"\n  payload: \"{}\"\n",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i:04}\ndata:\n  index: \"{i}\"\n  payload: \"{}\"\n",
         "x".repeat(64)
     )
 }
@@ -40,187 +45,230 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
+struct Setup {
+    c: Client,
+    objects: usize,
+    concurrency: usize,
+    repo_url: String,
+    dir: tempfile::TempDir,
+    applier: Applier,
+}
+
+/// skewer, the daemon, end to end: Kustomization created through the API → Ready, awaited
+/// with a watch (no kubectl start-up or polling interval inside the measurement).
+async fn skewer_daemon(s: &Setup, ns: &str) -> Result<Duration> {
+    let _skewer = Skewer::start_with(ns, &["--concurrency", &s.concurrency.to_string()])?;
+    let repos: Api<GitRepository> = Api::namespaced(s.c.clone(), ns);
+    let repo: GitRepository = serde_json::from_value(json!({
+        "apiVersion": "skewer.dev/v1alpha1", "kind": "GitRepository",
+        "metadata": {"name": "src", "namespace": ns},
+        "spec": {"url": s.repo_url, "interval": "1h"}
+    }))?;
+    repos.create(&Default::default(), &repo).await?;
+    let stored = |o: Option<&GitRepository>| {
+        o.and_then(|r| r.status.as_ref())
+            .is_some_and(|s| s.artifact.is_some())
+    };
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        kube::runtime::wait::await_condition(repos, "src", stored),
+    )
+    .await
+    .context("no artifact in 60 s")??;
+
+    let ks: Api<Kustomization> = Api::namespaced(s.c.clone(), ns);
+    let obj: Kustomization = serde_json::from_value(json!({
+        "apiVersion": "skewer.dev/v1alpha1", "kind": "Kustomization",
+        "metadata": {"name": "app", "namespace": ns},
+        "spec": {"sourceRef": {"kind": "GitRepository", "name": "src"}, "path": "./cms", "interval": "1h", "targetNamespace": ns}
+    }))?;
+    let start = Instant::now();
+    let uid = ks
+        .create(&Default::default(), &obj)
+        .await?
+        .metadata
+        .uid
+        .unwrap_or_default();
+    let applied = |o: Option<&Kustomization>| {
+        o.and_then(|k| k.status.as_ref())
+            .is_some_and(|s| s.last_applied_revision.is_some())
+    };
+    tokio::time::timeout(
+        Duration::from_secs(120),
+        kube::runtime::wait::await_condition(ks.clone(), "app", applied),
+    )
+    .await
+    .context("Kustomization not Ready in 120 s")??;
+    let elapsed = start.elapsed();
+    // Delete it while skewer runs, so its finalizer is removed and the namespace can go.
+    ks.delete("app", &Default::default()).await?;
+    let gone = kube::runtime::wait::conditions::is_deleted(&uid);
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        kube::runtime::wait::await_condition(ks, "app", gone),
+    )
+    .await
+    .context("Kustomization not deleted in 60 s")??;
+    Ok(elapsed)
+}
+
+/// The appliers library alone: load + plan + apply (no controller, no status writes).
+async fn library(s: &Setup, ns: &str) -> Result<Duration> {
+    let files: Vec<(String, Vec<u8>)> = (0..s.objects)
+        .map(|i| (format!("cms/cm-{i:04}.yaml"), configmap(i).into_bytes()))
+        .collect();
+    let opts = ApplyOptions {
+        field_manager: "skewer".into(),
+        owner: Owner {
+            name: "bench".into(),
+            namespace: ns.into(),
+        },
+        transform: Transform {
+            target_namespace: Some(ns.into()),
+            ..Default::default()
+        },
+        force: false,
+        concurrency: s.concurrency,
+        wait_timeout: Duration::from_secs(60),
+    };
+    let start = Instant::now();
+    let sources: Vec<SourceFile<'_>> = files
+        .iter()
+        .map(|(p, d)| SourceFile { path: p, data: d })
+        .collect();
+    let manifests = load(&sources, "cms")?;
+    let plan = s
+        .applier
+        .plan(manifests, &opts)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    s.applier
+        .apply(&plan, &opts)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    Ok(start.elapsed())
+}
+
+/// Bare kube-rs: N concurrent server-side applies of prebuilt objects.
+async fn bare_loop(s: &Setup, ns: &str) -> Result<Duration> {
+    let ar = kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+    let api: Api<DynamicObject> = Api::namespaced_with(s.c.clone(), ns, &ar);
+    let docs: Vec<serde_json::Value> = (0..s.objects)
+        .map(|i| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("cm-{i:04}"), "namespace": ns}, "data": {"index": i.to_string(), "payload": "x".repeat(64)}}))
+        .collect();
+    let pp = PatchParams::apply("bench").force();
+    let start = Instant::now();
+    let results: Vec<_> = stream::iter(0..docs.len())
+        .map(|i| {
+            let (api, pp, doc) = (&api, &pp, &docs[i]);
+            async move {
+                api.patch(&format!("cm-{i:04}"), pp, &Patch::Apply(doc))
+                    .await
+            }
+        })
+        .buffer_unordered(s.concurrency)
+        .collect()
+        .await;
+    let elapsed = start.elapsed();
+    results.into_iter().collect::<Result<Vec<_>, _>>()?;
+    Ok(elapsed)
+}
+
+fn kubectl_apply(kubeconfig: &Path, dir: &Path, ns: &str) -> Result<Duration> {
+    let start = Instant::now();
+    let out = kubectl(kubeconfig)
+        .args(["apply", "--server-side", "-n", ns, "-f"])
+        .arg(dir)
+        .output()?;
+    let elapsed = start.elapsed();
+    anyhow::ensure!(
+        out.status.success(),
+        "kubectl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(elapsed)
+}
+
+const NAMES: [&str; 4] = [
+    "skewer daemon: Kustomization created → Ready",
+    "appliers library: load + plan + apply",
+    "bare kube-rs SSA loop",
+    "kubectl apply --server-side -f DIR",
+];
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let objects = arg("--objects", 1000);
-    let runs = arg("--runs", 3);
+    let runs = arg("--runs", 5);
+    let concurrency = arg("--concurrency", 16);
     let kubeconfig = hub();
     let c = client(kubeconfig).await?;
     let info = c.apiserver_version().await?;
     eprintln!(
-        "API server {}.{}; {objects} ConfigMaps; {runs} runs each",
+        "API server {}.{}; {objects} ConfigMaps; {runs} rounds; {concurrency} requests in flight",
         info.major, info.minor
     );
 
-    // The files, once in a directory for kubectl, once in a Git repo for skewer. The
-    // namespace is rewritten per run (kubectl: `-n`; skewer: targetNamespace).
     let dir = tempfile::tempdir()?;
     let git = GitServer::start()?;
     let repo = git.repo("bench")?;
     for i in 0..objects {
-        let doc = configmap("placeholder", i).replace("  namespace: placeholder\n", "");
-        std::fs::write(dir.path().join(format!("cm-{i:04}.yaml")), &doc)?;
-        repo.write(&format!("cms/cm-{i:04}.yaml"), &doc)?;
+        std::fs::write(dir.path().join(format!("cm-{i:04}.yaml")), configmap(i))?;
+        repo.write(&format!("cms/cm-{i:04}.yaml"), &configmap(i))?;
     }
     repo.commit("configmaps")?;
-
-    let mut rows: Vec<(&str, Vec<Duration>)> = Vec::new();
-
-    // skewer, the daemon, end to end.
-    let mut times = Vec::new();
-    for _ in 0..runs {
-        let ns = namespace("bench-skewer")?;
-        let _skewer = Skewer::start(&ns)?;
-        kc_apply(&format!(
-            "apiVersion: skewer.dev/v1alpha1\nkind: GitRepository\nmetadata: {{name: src, namespace: {ns}}}\nspec: {{url: \"{}\", interval: 1h}}\n",
-            repo.url
-        ))?;
-        let api: Api<skewer_agent::api::GitRepository> = Api::namespaced(c.clone(), &ns);
-        eventually("artifact", Duration::from_secs(60), || async {
-            Ok(api
-                .get("src")
-                .await?
-                .status
-                .and_then(|s| s.artifact)
-                .map(|_| ()))
-        })
-        .await?;
-        let start = Instant::now();
-        kc_apply(&format!(
-            "apiVersion: skewer.dev/v1alpha1\nkind: Kustomization\nmetadata: {{name: app, namespace: {ns}}}\nspec:\n  sourceRef: {{kind: GitRepository, name: src}}\n  path: ./cms\n  interval: 1h\n  targetNamespace: {ns}\n"
-        ))?;
-        let ks: Api<skewer_agent::api::Kustomization> = Api::namespaced(c.clone(), &ns);
-        eventually("Ready", Duration::from_secs(120), || async {
-            let st = ks.get("app").await?.status.unwrap_or_default();
-            Ok(st.last_applied_revision.is_some().then_some(()))
-        })
-        .await?;
-        times.push(start.elapsed());
-        kc(&["delete", "namespace", &ns, "--wait=false"])?;
-    }
-    rows.push(("skewer daemon: Kustomization created → Ready", times));
-
-    // The appliers library alone: load + plan + apply (no controller, no status writes).
-    let files: Vec<(String, Vec<u8>)> = (0..objects)
-        .map(|i| {
-            (
-                format!("cms/cm-{i:04}.yaml"),
-                configmap("x", i).into_bytes(),
-            )
-        })
-        .collect();
-    let applier = Applier::new(c.clone()).await?;
-    let mut times = Vec::new();
-    for _ in 0..runs {
-        let ns = namespace("bench-lib")?;
-        let opts = ApplyOptions {
-            field_manager: "skewer".into(),
-            owner: Owner {
-                name: "bench".into(),
-                namespace: ns.clone(),
-            },
-            transform: Transform {
-                target_namespace: Some(ns.clone()),
-                ..Default::default()
-            },
-            force: false,
-            concurrency: 16,
-            wait_timeout: Duration::from_secs(60),
-        };
-        let start = Instant::now();
-        let sources: Vec<SourceFile<'_>> = files
-            .iter()
-            .map(|(p, d)| SourceFile { path: p, data: d })
-            .collect();
-        let manifests = load(&sources, "cms")?;
-        let plan = applier
-            .plan(manifests, &opts)
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        applier
-            .apply(&plan, &opts)
-            .await
-            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
-        times.push(start.elapsed());
-        kc(&["delete", "namespace", &ns, "--wait=false"])?;
-    }
-    rows.push(("appliers library: load + plan + apply", times));
-
-    // Bare kube-rs: N concurrent server-side applies, 16 in flight.
-    let ar = kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
-    let mut times = Vec::new();
-    for _ in 0..runs {
-        let ns = namespace("bench-bare")?;
-        let api: Api<DynamicObject> = Api::namespaced_with(c.clone(), &ns, &ar);
-        let docs: Vec<serde_json::Value> = (0..objects)
-            .map(|i| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("cm-{i:04}"), "namespace": ns}, "data": {"index": i.to_string(), "payload": "x".repeat(64)}}))
-            .collect();
-        let pp = PatchParams::apply("bench").force();
-        let start = Instant::now();
-        let results: Vec<_> = stream::iter(0..docs.len())
-            .map(|i| {
-                let (api, pp, doc) = (&api, &pp, &docs[i]);
-                async move {
-                    api.patch(&format!("cm-{i:04}"), pp, &Patch::Apply(doc))
-                        .await
-                }
-            })
-            .buffer_unordered(16)
-            .collect()
-            .await;
-        times.push(start.elapsed());
-        results.into_iter().collect::<Result<Vec<_>, _>>()?;
-        kc(&["delete", "namespace", &ns, "--wait=false"])?;
-    }
-    rows.push(("bare kube-rs SSA loop, 16 in flight", times));
-
-    // kubectl apply --server-side -f <dir>.
-    let mut times = Vec::new();
-    for _ in 0..runs {
-        let ns = namespace("bench-kubectl")?;
-        let start = Instant::now();
-        let out = kubectl(kubeconfig)
-            .args(["apply", "--server-side", "-n", &ns, "-f"])
-            .arg(dir.path())
-            .output()?;
-        times.push(start.elapsed());
-        anyhow::ensure!(
-            out.status.success(),
-            "kubectl: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        kc(&["delete", "namespace", &ns, "--wait=false"])?;
-    }
-    rows.push(("kubectl apply --server-side -f DIR", times));
-
-    let med: Vec<(&str, Duration, Vec<Duration>)> = rows
-        .into_iter()
-        .map(|(n, t)| (n, median(t.clone()), t))
-        .collect();
-    let get = |prefix: &str| {
-        med.iter()
-            .find(|r| r.0.starts_with(prefix))
-            .map(|r| r.1.as_secs_f64())
-            .context("row")
+    let setup = Setup {
+        applier: Applier::new(c.clone()).await?,
+        c,
+        objects,
+        concurrency,
+        repo_url: repo.url.clone(),
+        dir,
     };
+
+    let mut times: [Vec<Duration>; 4] = Default::default();
+    for round in 0..runs {
+        for (which, slot) in times.iter_mut().enumerate() {
+            let ns = namespace("bench")?;
+            let t = match which {
+                0 => skewer_daemon(&setup, &ns).await?,
+                1 => library(&setup, &ns).await?,
+                2 => bare_loop(&setup, &ns).await?,
+                _ => kubectl_apply(kubeconfig, setup.dir.path(), &ns)?,
+            };
+            eprintln!("round {round}: {}: {:.2} s", NAMES[which], t.as_secs_f64());
+            slot.push(t);
+            // Wait for the deletion, so the next measurement starts on a quiet cluster.
+            kc(&["delete", "namespace", &ns, "--timeout=120s"])?;
+        }
+    }
+
     println!(
-        "| first sync of {objects} ConfigMaps (k8s {}.{}) | median | runs |",
+        "| first sync of {objects} ConfigMaps (k8s {}.{}, {concurrency} requests in flight) | median | runs |",
         info.major, info.minor
     );
     println!("|---|---:|---|");
-    for (name, m, all) in &med {
-        let all: Vec<String> = all
+    let medians: Vec<f64> = times
+        .iter()
+        .map(|t| median(t.clone()).as_secs_f64())
+        .collect();
+    for (i, t) in times.iter().enumerate() {
+        let all: Vec<String> = t
             .iter()
             .map(|d| format!("{:.2}", d.as_secs_f64()))
             .collect();
-        println!("| {name} | {:.2} s | {} |", m.as_secs_f64(), all.join(", "));
+        println!(
+            "| {} | {:.2} s | {} |",
+            NAMES[i],
+            medians[i],
+            all.join(", ")
+        );
     }
-    let (sk, bare, kubectl) = (get("skewer")?, get("bare")?, get("kubectl")?);
     println!();
     println!(
         "skewer / bare loop: {:.2}x (target ≤ 1.5x); kubectl / skewer: {:.1}x (target ≥ 5x)",
-        sk / bare,
-        kubectl / sk
+        medians[0] / medians[2],
+        medians[3] / medians[0]
     );
     Ok(())
 }
