@@ -40,6 +40,11 @@ enum Command {
         /// Server-side apply requests in flight per Kustomization.
         #[arg(long, default_value_t = 16)]
         concurrency: usize,
+        /// Re-apply every Kustomization in full this often (like `6h`) even when its revision
+        /// and spec are unchanged and no drift was seen. Off by default: drift is corrected
+        /// from watches.
+        #[arg(long, value_parser = parse_duration)]
+        full_sync_interval: Option<std::time::Duration>,
     },
     /// Write skewer's install manifests (CRDs, RBAC, Deployment) generated from its types.
     Manifests {
@@ -71,7 +76,8 @@ async fn main() -> Result<()> {
             namespace,
             data_dir,
             concurrency,
-        } => run(namespace, data_dir, concurrency).await,
+            full_sync_interval,
+        } => run(namespace, data_dir, concurrency, full_sync_interval).await,
         Command::Manifests { out, image } => {
             let files = manifests::files(&image)?;
             match out {
@@ -91,11 +97,20 @@ async fn main() -> Result<()> {
     }
 }
 
-async fn run(namespace: Option<String>, data_dir: PathBuf, concurrency: usize) -> Result<()> {
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    skewer_sources::duration::parse(s)
+}
+
+async fn run(
+    namespace: Option<String>,
+    data_dir: PathBuf,
+    concurrency: usize,
+    full_sync: Option<std::time::Duration>,
+) -> Result<()> {
     let client = kube::Client::try_default()
         .await
         .context("connecting to the cluster (KUBECONFIG or in-cluster)")?;
-    let ctx = controllers::Context::new(client, &data_dir, concurrency)
+    let ctx = controllers::Context::new(client, &data_dir, concurrency, full_sync)
         .await
         .context("asking the API server its version")?;
     tracing::info!(namespace = namespace.as_deref().unwrap_or("<all>"), data_dir = %data_dir.display(), "skewer running");

@@ -11,6 +11,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Propagatio
 use serde_json::Value;
 use thiserror::Error;
 
+use crate::drift::Seen;
 use crate::health::{Health, health};
 use crate::inventory::Inventory;
 use crate::object::{Manifest, ObjectId};
@@ -67,6 +68,8 @@ pub enum Action {
 pub struct Outcome {
     pub id: ObjectId,
     pub action: Action,
+    /// What the apply left, for drift detection; `None` when nothing was applied.
+    pub seen: Option<Seen>,
 }
 
 /// A planned object: the manifest ready to send and where to send it.
@@ -203,17 +206,17 @@ impl Applier {
         }
     }
 
-    async fn apply_one(&self, p: &Planned, opts: &ApplyOptions) -> Result<Outcome, ApplyError> {
+    /// Applies one planned object (also used to heal drift).
+    pub async fn apply_one(&self, p: &Planned, opts: &ApplyOptions) -> Result<Outcome, ApplyError> {
         let m = &p.manifest;
-        let id = m.id();
         let api = self.api(p);
+        let outcome = |action, obj: Option<&DynamicObject>| Outcome {
+            id: m.id(),
+            action,
+            seen: obj.map(|o| Seen::of(&o.metadata, &opts.field_manager)),
+        };
         match m.annotation(SSA_POLICY) {
-            Some("Ignore") => {
-                return Ok(Outcome {
-                    id,
-                    action: Action::Skipped,
-                });
-            }
+            Some("Ignore") => return Ok(outcome(Action::Skipped, None)),
             Some("IfNotPresent") => {
                 let exists = api
                     .get_metadata_opt(m.name())
@@ -221,10 +224,7 @@ impl Applier {
                     .map_err(|e| ApplyError::new(m, api_message(&e)))?
                     .is_some();
                 if exists {
-                    return Ok(Outcome {
-                        id,
-                        action: Action::Skipped,
-                    });
+                    return Ok(outcome(Action::Skipped, None));
                 }
             }
             Some("Override" | "Merge") | None => {}
@@ -239,10 +239,7 @@ impl Applier {
         }
         let params = PatchParams::apply(&opts.field_manager).force();
         match api.patch(m.name(), &params, &Patch::Apply(&m.object)).await {
-            Ok(_) => Ok(Outcome {
-                id,
-                action: Action::Applied,
-            }),
+            Ok(obj) => Ok(outcome(Action::Applied, Some(&obj))),
             Err(e) if is_immutable(&e) => {
                 let forced = opts.force || m.annotation(FORCE) == Some("enabled");
                 if !forced {
@@ -254,11 +251,8 @@ impl Applier {
                         ),
                     ));
                 }
-                self.recreate(&api, m, &params, opts.wait_timeout).await?;
-                Ok(Outcome {
-                    id,
-                    action: Action::Recreated,
-                })
+                let obj = self.recreate(&api, m, &params, opts.wait_timeout).await?;
+                Ok(outcome(Action::Recreated, Some(&obj)))
             }
             Err(e) => Err(ApplyError::new(m, api_message(&e))),
         }
@@ -270,7 +264,7 @@ impl Applier {
         m: &Manifest,
         params: &PatchParams,
         timeout: Duration,
-    ) -> Result<(), ApplyError> {
+    ) -> Result<DynamicObject, ApplyError> {
         let dp = DeleteParams {
             propagation_policy: Some(PropagationPolicy::Background),
             ..Default::default()
@@ -292,7 +286,6 @@ impl Applier {
             })?;
         api.patch(m.name(), params, &Patch::Apply(&m.object))
             .await
-            .map(|_| ())
             .map_err(|e| ApplyError::new(m, format!("recreating: {}", api_message(&e))))
     }
 

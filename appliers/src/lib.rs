@@ -4,6 +4,7 @@
 //! skewer's CRDs: callers pass plain options and get plain results back.
 
 pub mod apply;
+pub mod drift;
 pub mod health;
 pub mod inventory;
 pub mod load;

@@ -51,8 +51,10 @@ fi
 [ -f "$state/sa.key" ] || openssl genrsa -out "$state/sa.key" 2048 2>/dev/null
 [ -f "$state/admin.token" ] || head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$state/admin.token"
 admin=$(cat "$state/admin.token")
-# An admin, and a user with no rights at all (for tests of what is refused).
-printf '%s,admin,1000,"system:masters"\n%s-nobody,nobody,1001\n' "$admin" "$admin" >"$state/tokens.csv"
+# An admin; skewer's own identity (so the audit log tells its requests apart); and a user
+# with no rights at all (for tests of what is refused).
+printf '%s,admin,1000,"system:masters"\n%s-skewer,skewer,1002,"system:masters"\n%s-nobody,nobody,1001\n' \
+  "$admin" "$admin" "$admin" >"$state/tokens.csv"
 
 log "starting kube-apiserver on 127.0.0.1:$port"
 "$bin/kube-apiserver" \
@@ -94,6 +96,9 @@ contexts:
   context: {cluster: $name, user: admin, namespace: default}
 current-context: $name
 KC
+
+# The same cluster as the user `skewer`.
+sed "s/token: $admin\$/token: $admin-skewer/" "$state/kubeconfig" >"$state/skewer.kubeconfig"
 
 log "starting kube-controller-manager"
 "$bin/kube-controller-manager" \

@@ -64,6 +64,40 @@ pub fn hub() -> &'static Path {
     })
 }
 
+/// The hub as the user `skewer` (cluster-admin, but told apart in the audit log).
+pub fn skewer_kubeconfig() -> PathBuf {
+    hub().with_file_name("skewer.kubeconfig")
+}
+
+/// One request in the hub's audit log.
+#[derive(Debug, Clone)]
+pub struct Audited {
+    pub verb: String,
+    pub resource: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// Requests by `user` in `namespace` that the hub's audit log has recorded so far (the API
+/// server writes the log before it responds).
+pub fn audited(user: &str, namespace: &str) -> Result<Vec<Audited>> {
+    let log = std::fs::read_to_string(hub().with_file_name("audit.log"))?;
+    Ok(log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["user"]["username"] == user && e["objectRef"]["namespace"] == namespace)
+        .map(|e| {
+            let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+            Audited {
+                verb: s(&e["verb"]),
+                resource: s(&e["objectRef"]["resource"]),
+                namespace: namespace.into(),
+                name: s(&e["objectRef"]["name"]),
+            }
+        })
+        .collect())
+}
+
 pub fn kubectl(kubeconfig: &Path) -> Command {
     let mut c = Command::new("kubectl");
     c.env("KUBECONFIG", kubeconfig);
@@ -210,7 +244,7 @@ impl Skewer {
             .args(["run", "--namespace", namespace, "--data-dir"])
             .arg(data)
             .args(extra)
-            .env("KUBECONFIG", hub())
+            .env("KUBECONFIG", skewer_kubeconfig())
             .env("RUST_LOG", "info,kube=warn")
             .stdout(logf.try_clone()?)
             .stderr(logf)

@@ -25,6 +25,7 @@ use skewer_appliers::transform::{Owner, Transform};
 use skewer_appliers::{Inventory, ObjectId, wait};
 use tracing::{Instrument, info, info_span, warn};
 
+use super::drift;
 use super::gitrepository::artifact_key;
 use super::{Context, Error, duration};
 use crate::api::conditions::{self, READY};
@@ -154,10 +155,15 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Ac
     let generation = ks.metadata.generation;
     let old = ks.status.clone().unwrap_or_default();
     if ks.spec.suspend {
+        // Suspended means hands off: drift is not corrected either.
+        ctx.drift.lock().forget_owner(&format!("{ns}/{name}"));
         return Ok(Action::await_change());
     }
     let mut status = old.clone();
-    status.last_handled_reconcile_at = ks.annotations().get(RECONCILE_REQUESTED_AT).cloned();
+    let requested = ks.annotations().get(RECONCILE_REQUESTED_AT).cloned();
+    // A new reconcile request always applies in full, even when nothing changed.
+    let requested_now = requested.is_some() && requested != old.last_handled_reconcile_at;
+    status.last_handled_reconcile_at = requested;
     let intervals = (|| {
         let interval = duration("interval", &ks.spec.interval)?;
         let retry = ks
@@ -191,7 +197,7 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Ac
     // bound (a little later) only catches a stuck API call.
     let result = match tokio::time::timeout(
         timeout + Duration::from_secs(5),
-        sync(&ks, &ctx, &mut status, deadline),
+        sync(&ks, &ctx, &mut status, deadline, requested_now),
     )
     .await
     {
@@ -270,12 +276,14 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Ac
 /// One reconcile's work. Returns the Ready message on success.
 async fn sync(
     ks: &Kustomization,
-    ctx: &Context,
+    ctx: &Arc<Context>,
     status: &mut KustomizationStatus,
     deadline: tokio::time::Instant,
+    requested: bool,
 ) -> Result<String, Failure> {
     let ns = ks.namespace().unwrap_or_default();
     let name = ks.name_any();
+    let owner_key = format!("{ns}/{name}");
     let spec = &ks.spec;
     if spec.service_account_name.is_some() {
         return Err(Failure {
@@ -352,6 +360,18 @@ async fn sync(
     let revision = artifact.revision.clone();
     status.last_attempted_revision = Some(revision.clone());
 
+    // Nothing changed since this process applied it in full, and drift is corrected from
+    // watches: no writes, no per-object reads.
+    let generation = ks.metadata.generation;
+    if !requested
+        && ctx
+            .drift
+            .lock()
+            .is_applied(&owner_key, &revision, generation, ctx.full_sync)
+    {
+        return Ok(format!("Applied revision: {revision}"));
+    }
+
     let store = ctx.store.clone();
     let (key, digest) = (artifact_key(&src_ns, &src.name), artifact.digest.clone());
     let mut phases = Phases::start();
@@ -374,7 +394,7 @@ async fn sync(
     apply_patches(&mut manifests, &patch_specs(ks))
         .map_err(|e| fail("BuildFailed", e.to_string()))?;
 
-    let opts = ApplyOptions {
+    let opts = Arc::new(ApplyOptions {
         field_manager: FIELD_MANAGER.into(),
         owner: owner_of(ks),
         transform: Transform {
@@ -393,7 +413,7 @@ async fn sync(
         force: spec.force,
         concurrency: ctx.concurrency,
         wait_timeout: deadline.saturating_duration_since(tokio::time::Instant::now()),
-    };
+    });
     phases.mark("build");
     let plan: Plan = ctx
         .applier
@@ -418,10 +438,23 @@ async fn sync(
     }
 
     phases.mark("inventory");
-    ctx.applier.apply(&plan, &opts).await.map_err(|errs| {
+    ctx.drift
+        .lock()
+        .begin(&owner_key, opts.clone(), plan.stages.iter().flatten());
+    drift::ensure_watches(
+        ctx,
+        plan.stages.iter().flatten().map(|p| &p.resource.resource),
+    );
+    let outcomes = ctx.applier.apply(&plan, &opts).await.map_err(|errs| {
         let lines: Vec<String> = errs.iter().map(ToString::to_string).collect();
         fail("ReconciliationFailed", lines.join("; "))
     })?;
+    {
+        let mut index = ctx.drift.lock();
+        for o in &outcomes {
+            index.applied(&o.id, o.seen);
+        }
+    }
 
     phases.mark("apply");
     // Prune what left the source; keep in the inventory whatever could not be deleted.
@@ -476,6 +509,9 @@ async fn sync(
     phases.mark("health");
     info!(objects = plan.len(), phases = %phases, "synced {revision}");
     status.last_applied_revision = Some(revision.clone());
+    ctx.drift
+        .lock()
+        .completed(&owner_key, &revision, generation);
     Ok(format!("Applied revision: {revision}"))
 }
 
@@ -576,6 +612,10 @@ async fn cleanup(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, Er
         "Orphan" => false,
         _ => ks.spec.prune,
     };
+    let owner = owner_of(&ks);
+    ctx.drift
+        .lock()
+        .forget_owner(&format!("{}/{}", owner.namespace, owner.name));
     if delete && !ks.spec.suspend {
         let inventory: Inventory = ks
             .status

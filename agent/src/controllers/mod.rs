@@ -1,6 +1,7 @@
 //! The reconcilers: each turns one kind of skewer object into calls to the `sources` and
 //! `appliers` libraries, and their results back into status, events and requeues.
 
+pub mod drift;
 pub mod gitrepository;
 pub mod kustomization;
 
@@ -24,6 +25,9 @@ pub struct Context {
     /// Server-side apply requests in flight per Kustomization.
     pub concurrency: usize,
     pub failures: Failures,
+    pub drift: drift::Drift,
+    /// Re-apply everything this often even when nothing changed (`None`: never).
+    pub full_sync: Option<Duration>,
 }
 
 impl Context {
@@ -31,6 +35,7 @@ impl Context {
         client: Client,
         data_dir: &std::path::Path,
         concurrency: usize,
+        full_sync: Option<Duration>,
     ) -> Result<Arc<Self>, kube::Error> {
         let applier = Applier::new(client.clone()).await?;
         let reporter = Reporter {
@@ -45,6 +50,8 @@ impl Context {
             git: GitFetcher::new(data_dir.join("git")),
             concurrency,
             failures: Failures::default(),
+            drift: drift::Drift::default(),
+            full_sync,
         }))
     }
 
