@@ -3,4 +3,5 @@
 
 pub mod api;
 pub mod controllers;
+pub mod leader;
 pub mod manifests;

@@ -1,10 +1,11 @@
 //! `skewer`: the command line. `run` is the daemon; `manifests` writes the install manifests.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use clap::{Parser, Subcommand, ValueEnum};
-use skewer_agent::{controllers, manifests};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use skewer_agent::{controllers, leader, manifests};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -30,22 +31,7 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Command {
     /// Run the reconciler daemon against the cluster of the current kubeconfig.
-    Run {
-        /// Watch only this namespace (default: all).
-        #[arg(long, env = "SKEWER_NAMESPACE")]
-        namespace: Option<String>,
-        /// Where Git working repositories and artifacts are kept.
-        #[arg(long, default_value = "/tmp/skewer", env = "SKEWER_DATA_DIR")]
-        data_dir: PathBuf,
-        /// Server-side apply requests in flight per Kustomization.
-        #[arg(long, default_value_t = 16)]
-        concurrency: usize,
-        /// Re-apply every Kustomization in full this often (like `6h`) even when its revision
-        /// and spec are unchanged and no drift was seen. Off by default: drift is corrected
-        /// from watches.
-        #[arg(long, value_parser = parse_duration)]
-        full_sync_interval: Option<std::time::Duration>,
-    },
+    Run(RunArgs),
     /// Write skewer's install manifests (CRDs, RBAC, Deployment) generated from its types.
     Manifests {
         /// Directory to write into; prints to stdout when absent.
@@ -54,6 +40,36 @@ enum Command {
         #[arg(long, default_value = manifests::DEFAULT_IMAGE)]
         image: String,
     },
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Watch only this namespace (default: all).
+    #[arg(long, env = "SKEWER_NAMESPACE")]
+    namespace: Option<String>,
+    /// Where Git working repositories and artifacts are kept.
+    #[arg(long, default_value = "/tmp/skewer", env = "SKEWER_DATA_DIR")]
+    data_dir: PathBuf,
+    /// Server-side apply requests in flight per Kustomization.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// Re-apply every Kustomization in full this often (like `6h`) even when its revision and
+    /// spec are unchanged and no drift was seen. Off by default: drift is corrected from watches.
+    #[arg(long, value_parser = parse_duration)]
+    full_sync_interval: Option<Duration>,
+    /// Elect a leader through a Lease, so that only one replica writes.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    /// Namespace of the Lease (default: --namespace, else `default`).
+    #[arg(long, env = "SKEWER_LEADER_ELECTION_NAMESPACE")]
+    leader_election_namespace: Option<String>,
+    /// How long a lease lasts without renewal; a follower takes over after it.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    lease_duration: Duration,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    skewer_sources::duration::parse(s)
 }
 
 #[tokio::main]
@@ -72,12 +88,7 @@ async fn main() -> Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
 
     match cli.command {
-        Command::Run {
-            namespace,
-            data_dir,
-            concurrency,
-            full_sync_interval,
-        } => run(namespace, data_dir, concurrency, full_sync_interval).await,
+        Command::Run(args) => run(args).await,
         Command::Manifests { out, image } => {
             let files = manifests::files(&image)?;
             match out {
@@ -97,23 +108,36 @@ async fn main() -> Result<()> {
     }
 }
 
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    skewer_sources::duration::parse(s)
-}
-
-async fn run(
-    namespace: Option<String>,
-    data_dir: PathBuf,
-    concurrency: usize,
-    full_sync: Option<std::time::Duration>,
-) -> Result<()> {
+async fn run(args: RunArgs) -> Result<()> {
     let client = kube::Client::try_default()
         .await
         .context("connecting to the cluster (KUBECONFIG or in-cluster)")?;
-    let ctx = controllers::Context::new(client, &data_dir, concurrency, full_sync)
-        .await
-        .context("asking the API server its version")?;
-    tracing::info!(namespace = namespace.as_deref().unwrap_or("<all>"), data_dir = %data_dir.display(), "skewer running");
+    let namespace = args.namespace;
+    if args.leader_elect {
+        let lease_ns = args
+            .leader_election_namespace
+            .or_else(|| namespace.clone())
+            .unwrap_or_else(|| "default".into());
+        let host = std::env::var("POD_NAME").or_else(|_| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string())
+        });
+        let me = format!(
+            "{}-{}",
+            host.unwrap_or_else(|_| "skewer".into()),
+            std::process::id()
+        );
+        let api = kube::Api::namespaced(client.clone(), &lease_ns);
+        leader::lead(api, "skewer-leader".into(), me, args.lease_duration).await;
+    }
+    let ctx = controllers::Context::new(
+        client,
+        &args.data_dir,
+        args.concurrency,
+        args.full_sync_interval,
+    )
+    .await
+    .context("asking the API server its version")?;
+    tracing::info!(namespace = namespace.as_deref().unwrap_or("<all>"), data_dir = %args.data_dir.display(), "skewer running");
     tokio::join!(
         controllers::gitrepository::run(ctx.clone(), namespace.clone()),
         controllers::kustomization::run(ctx, namespace),

@@ -224,7 +224,11 @@ impl Skewer {
     pub fn start_with(namespace: &str, extra: &[&str]) -> Result<Self> {
         let data_dir = tempfile::tempdir()?;
         let log = data_dir.path().join("skewer.log");
-        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let mut extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        // A restarted skewer is a new candidate: a short lease keeps takeovers quick in tests.
+        if !extra.iter().any(|a| a == "--lease-duration") {
+            extra.extend(["--lease-duration".to_string(), "3s".to_string()]);
+        }
         let child = Self::spawn(namespace, data_dir.path(), &log, &extra)?;
         Ok(Self {
             child,
@@ -267,6 +271,10 @@ impl Skewer {
             &self.extra,
         )?;
         Ok(())
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn logs(&self) -> String {
