@@ -5,3 +5,4 @@ pub mod api;
 pub mod controllers;
 pub mod leader;
 pub mod manifests;
+pub mod metrics;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use skewer_agent::{controllers, leader, manifests};
+use skewer_agent::{controllers, leader, manifests, metrics};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -66,6 +66,9 @@ struct RunArgs {
     /// How long a lease lasts without renewal; a follower takes over after it.
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     lease_duration: Duration,
+    /// Address for /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "0.0.0.0:8080", env = "SKEWER_METRICS_ADDR")]
+    metrics_addr: std::net::SocketAddr,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -113,6 +116,17 @@ async fn run(args: RunArgs) -> Result<()> {
         .await
         .context("connecting to the cluster (KUBECONFIG or in-cluster)")?;
     let namespace = args.namespace;
+    let metrics = std::sync::Arc::new(metrics::Metrics::default());
+    let ready = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let listener = tokio::net::TcpListener::bind(args.metrics_addr)
+        .await
+        .with_context(|| format!("listening on {} (--metrics-addr)", args.metrics_addr))?;
+    tokio::spawn(metrics::serve(listener, metrics.clone(), ready.clone()));
+    client
+        .apiserver_version()
+        .await
+        .context("reaching the API server")?;
+    ready.store(true, std::sync::atomic::Ordering::Relaxed);
     if args.leader_elect {
         let lease_ns = args
             .leader_election_namespace
@@ -134,6 +148,7 @@ async fn run(args: RunArgs) -> Result<()> {
         &args.data_dir,
         args.concurrency,
         args.full_sync_interval,
+        metrics,
     )
     .await
     .context("asking the API server its version")?;

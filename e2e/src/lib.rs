@@ -213,6 +213,7 @@ pub struct Skewer {
     pub log: PathBuf,
     namespace: String,
     extra: Vec<String>,
+    pub metrics_port: u16,
 }
 
 impl Skewer {
@@ -229,6 +230,14 @@ impl Skewer {
         if !extra.iter().any(|a| a == "--lease-duration") {
             extra.extend(["--lease-duration".to_string(), "3s".to_string()]);
         }
+        // Each skewer serves /metrics on a port of its own.
+        let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        extra.extend([
+            "--metrics-addr".to_string(),
+            format!("127.0.0.1:{metrics_port}"),
+        ]);
         let child = Self::spawn(namespace, data_dir.path(), &log, &extra)?;
         Ok(Self {
             child,
@@ -236,6 +245,7 @@ impl Skewer {
             log,
             namespace: namespace.into(),
             extra,
+            metrics_port,
         })
     }
 
@@ -271,6 +281,28 @@ impl Skewer {
             &self.extra,
         )?;
         Ok(())
+    }
+
+    /// GETs a path of skewer's HTTP endpoint; returns the status code and body.
+    pub fn http_get(&self, path: &str) -> Result<(u16, String)> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.metrics_port))?;
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut response = String::new();
+        s.read_to_string(&mut response)?;
+        let code = response
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        Ok((code, body))
     }
 
     pub fn pid(&self) -> u32 {

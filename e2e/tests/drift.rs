@@ -264,3 +264,51 @@ async fn unmanaged_changes_and_status_updates_cause_no_writes() -> Result<()> {
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_health_and_json_logs() -> Result<()> {
+    let f = Fixture::new("metrics").await?;
+    let (ns, c) = (f.ns.clone(), f.c.clone());
+    f.repo.write(
+        "cm.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\n  namespace: {ns}\n"),
+    )?;
+    let first = f.repo.commit("one")?;
+    let skewer = f.start(&["--log-format", "json"])?;
+    kustomization(&ns, "app", "src", "./", "")?;
+    wait_applied(&c, &ns, "app", &first).await?;
+    assert_eq!(skewer.http_get("/healthz")?, (200, "ok".to_string()));
+    assert_eq!(skewer.http_get("/readyz")?.0, 200);
+
+    kc(&["delete", "configmap", "cfg", "-n", &ns])?;
+    let text = eventually("the heal to be counted", WAIT, || async {
+        let (_, text) = skewer.http_get("/metrics")?;
+        Ok(text
+            .contains(r#"skewer_drift_corrected_total{kind="ConfigMap",change="deleted"} 1"#)
+            .then_some(text))
+    })
+    .await?;
+    for want in [
+        r#"skewer_reconcile_duration_seconds_count{kind="Kustomization",result="success"} 1"#,
+        r#"skewer_reconcile_duration_seconds_count{kind="GitRepository",result="success"} 1"#,
+        "skewer_objects_applied_total 1",
+        "skewer_source_fetch_duration_seconds_count",
+        "skewer_reconciles_in_flight 0",
+    ] {
+        assert!(text.contains(want), "/metrics lacks {want}:\n{text}");
+    }
+
+    // Every log line is a JSON object; the reconcile's span carries the object's name.
+    let logs = skewer.logs();
+    let lines: Vec<serde_json::Value> = logs
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    assert!(lines.iter().any(|l| {
+        l["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("synced"))
+            && l["span"]["object"] == "app"
+    }));
+    Ok(())
+}

@@ -235,6 +235,14 @@ async fn repair(ctx: Arc<Context>, id: ObjectId, heal: Heal, deleted: bool) {
     match ctx.applier.apply_one(&heal.planned, &heal.opts).await {
         Ok(outcome) => {
             ctx.drift.lock().applied(&id, outcome.seen);
+            let change = if deleted { "deleted" } else { "changed" };
+            ctx.metrics
+                .drift_corrected
+                .get_or_create(&crate::metrics::DriftLabels {
+                    kind: id.kind.clone(),
+                    change,
+                })
+                .inc();
             let what = if deleted {
                 "recreated deleted object"
             } else {

@@ -83,7 +83,24 @@ async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action
     };
     let key = artifact_key(&ns, &name);
     let mut event: Option<(bool, &'static str, String)> = None;
-    match fetch(&repo, &ctx, &key, &old).await {
+    let started = std::time::Instant::now();
+    let span = tracing::info_span!("reconcile", kind = "GitRepository", namespace = %ns, object = %name, revision = tracing::field::Empty);
+    let fetched =
+        tracing::Instrument::instrument(fetch(&repo, &ctx, &key, &old), span.clone()).await;
+    if let Ok(Some(a)) = &fetched {
+        span.record("revision", a.revision.as_str());
+    }
+    ctx.metrics
+        .fetch_duration
+        .observe(started.elapsed().as_secs_f64());
+    let label = match &fetched {
+        Ok(Some(_)) => "success".to_string(),
+        Ok(None) => "noop".to_string(),
+        Err(e) => e.reason().to_string(),
+    };
+    ctx.metrics
+        .observe_reconcile("GitRepository", label, started.elapsed());
+    match fetched {
         Ok(Some(artifact)) => {
             let msg = format!("stored artifact for revision '{}'", artifact.revision);
             info!(namespace = %ns, name = %name, revision = %artifact.revision, "{msg}");

@@ -129,8 +129,7 @@ fn reconcile(
 async fn reconcile_inner(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = ks.namespace().ok_or(Error::NoNamespace)?;
     let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &ns);
-    let span =
-        info_span!("reconcile", kind = "Kustomization", namespace = %ns, name = %ks.name_any());
+    let span = info_span!("reconcile", kind = "Kustomization", namespace = %ns, object = %ks.name_any(), revision = tracing::field::Empty);
     finalizer(&api, FINALIZER, ks, move |event| async move {
         match event {
             Finalizer::Apply(ks) => reconcile_apply(ks, ctx).await,
@@ -192,6 +191,8 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Ac
         }
     };
 
+    let started = std::time::Instant::now();
+    let _in_flight = crate::metrics::InFlight::start(&ctx.metrics.reconciles_in_flight);
     let deadline = tokio::time::Instant::now() + timeout;
     // Health checks end at the deadline with a message naming what is unhealthy; the outer
     // bound (a little later) only catches a stuck API call.
@@ -211,8 +212,15 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Ac
         conditions::find(&old.conditions, READY).map(|c| (c.status.clone(), c.message.clone()));
     let key = format!("{ns}/{name}");
     let mut event: Option<(bool, &'static str, String)> = None;
+    let label = match &result {
+        Ok((_, true)) => "noop".to_string(),
+        Ok(_) => "success".to_string(),
+        Err(f) => f.reason.to_string(),
+    };
+    ctx.metrics
+        .observe_reconcile("Kustomization", label, started.elapsed());
     let action = match result {
-        Ok(message) => {
+        Ok((message, _)) => {
             conditions::mark_ready(
                 &mut status.conditions,
                 "ReconciliationSucceeded",
@@ -273,14 +281,14 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Ac
     Ok(action)
 }
 
-/// One reconcile's work. Returns the Ready message on success.
+/// One reconcile's work. Returns the Ready message on success, and whether it was a no-op.
 async fn sync(
     ks: &Kustomization,
     ctx: &Arc<Context>,
     status: &mut KustomizationStatus,
     deadline: tokio::time::Instant,
     requested: bool,
-) -> Result<String, Failure> {
+) -> Result<(String, bool), Failure> {
     let ns = ks.namespace().unwrap_or_default();
     let name = ks.name_any();
     let owner_key = format!("{ns}/{name}");
@@ -358,6 +366,7 @@ async fn sync(
         )
     })?;
     let revision = artifact.revision.clone();
+    tracing::Span::current().record("revision", revision.as_str());
     status.last_attempted_revision = Some(revision.clone());
 
     // Nothing changed since this process applied it in full, and drift is corrected from
@@ -369,7 +378,7 @@ async fn sync(
             .lock()
             .is_applied(&owner_key, &revision, generation, ctx.full_sync)
     {
-        return Ok(format!("Applied revision: {revision}"));
+        return Ok((format!("Applied revision: {revision}"), true));
     }
 
     let store = ctx.store.clone();
@@ -445,6 +454,7 @@ async fn sync(
         ctx,
         plan.stages.iter().flatten().map(|p| &p.resource.resource),
     );
+    ctx.metrics.objects_applied.inc_by(plan.len() as u64);
     let outcomes = ctx.applier.apply(&plan, &opts).await.map_err(|errs| {
         let lines: Vec<String> = errs.iter().map(ToString::to_string).collect();
         fail("ReconciliationFailed", lines.join("; "))
@@ -471,6 +481,9 @@ async fn sync(
                 ctx.concurrency,
             )
             .await;
+            ctx.metrics
+                .objects_pruned
+                .inc_by(report.deleted.len() as u64);
             for id in &report.deleted {
                 info!(object = %id.display(), "pruned");
             }
@@ -512,7 +525,7 @@ async fn sync(
     ctx.drift
         .lock()
         .completed(&owner_key, &revision, generation);
-    Ok(format!("Applied revision: {revision}"))
+    Ok((format!("Applied revision: {revision}"), false))
 }
 
 /// Milliseconds spent in each phase of a reconcile, for the log line that ends it.

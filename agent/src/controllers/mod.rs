@@ -26,6 +26,7 @@ pub struct Context {
     pub concurrency: usize,
     pub failures: Failures,
     pub drift: drift::Drift,
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// Re-apply everything this often even when nothing changed (`None`: never).
     pub full_sync: Option<Duration>,
 }
@@ -36,6 +37,7 @@ impl Context {
         data_dir: &std::path::Path,
         concurrency: usize,
         full_sync: Option<Duration>,
+        metrics: Arc<crate::metrics::Metrics>,
     ) -> Result<Arc<Self>, kube::Error> {
         let applier = Applier::new(client.clone()).await?;
         let reporter = Reporter {
@@ -51,6 +53,7 @@ impl Context {
             concurrency,
             failures: Failures::default(),
             drift: drift::Drift::default(),
+            metrics,
             full_sync,
         }))
     }

@@ -1,0 +1,196 @@
+//! Prometheus metrics, and the HTTP endpoints `/metrics`, `/healthz` and `/readyz`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileLabels {
+    pub kind: &'static str,
+    /// `success`, `noop` or a failure reason like `BuildFailed`.
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DriftLabels {
+    pub kind: String,
+    /// `changed` or `deleted`.
+    pub change: &'static str,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub reconcile_duration: Family<ReconcileLabels, Histogram>,
+    pub objects_applied: Counter,
+    pub objects_pruned: Counter,
+    pub drift_corrected: Family<DriftLabels, Counter>,
+    pub fetch_duration: Histogram,
+    pub reconciles_in_flight: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("skewer");
+        let reconcile_duration = Family::<ReconcileLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.005, 2.0, 14))
+        });
+        let fetch_duration = Histogram::new(exponential_buckets(0.005, 2.0, 14));
+        let m = Self {
+            reconcile_duration: reconcile_duration.clone(),
+            objects_applied: Counter::default(),
+            objects_pruned: Counter::default(),
+            drift_corrected: Family::default(),
+            fetch_duration: fetch_duration.clone(),
+            reconciles_in_flight: Gauge::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time of one reconcile, by kind and result",
+            reconcile_duration,
+        );
+        registry.register(
+            "objects_applied",
+            "Objects sent with server-side apply by full reconciles",
+            m.objects_applied.clone(),
+        );
+        registry.register(
+            "objects_pruned",
+            "Objects deleted because they left their source",
+            m.objects_pruned.clone(),
+        );
+        registry.register(
+            "drift_corrected",
+            "Objects re-applied because someone else changed or deleted them",
+            m.drift_corrected.clone(),
+        );
+        registry.register(
+            "source_fetch_duration_seconds",
+            "Time to list refs and, when they moved, fetch and store an artifact",
+            fetch_duration,
+        );
+        registry.register(
+            "reconciles_in_flight",
+            "Reconciles running now (the work queue's depth)",
+            m.reconciles_in_flight.clone(),
+        );
+        Self { registry, ..m }
+    }
+}
+
+impl Metrics {
+    pub fn observe_reconcile(&self, kind: &'static str, result: impl Into<String>, took: Duration) {
+        self.reconcile_duration
+            .get_or_create(&ReconcileLabels {
+                kind,
+                result: result.into(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    /// The registry in Prometheus text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// Counts a reconcile as in flight for as long as it lives.
+pub struct InFlight<'a>(&'a Gauge);
+
+impl<'a> InFlight<'a> {
+    pub fn start(g: &'a Gauge) -> Self {
+        g.inc();
+        Self(g)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+#[derive(Clone)]
+struct Shared {
+    metrics: Arc<Metrics>,
+    ready: Arc<AtomicBool>,
+}
+
+/// Serves `/metrics`, `/healthz` (the process is up) and `/readyz` (it reached the API server
+/// and, when electing, holds or is waiting for the lease: followers are ready too, so that
+/// rolling updates proceed).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+    ready: Arc<AtomicBool>,
+) -> std::io::Result<()> {
+    let app = Router::new()
+        .route("/metrics", get(metrics_text))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .with_state(Shared { metrics, ready });
+    axum::serve(listener, app).await
+}
+
+async fn metrics_text(State(s): State<Shared>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        s.metrics.encode(),
+    )
+}
+
+async fn readyz(State(s): State<Shared>) -> impl IntoResponse {
+    if s.ready.load(Ordering::Relaxed) {
+        (StatusCode::OK, "ok")
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not connected to the API server yet",
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_format_names_and_labels() {
+        let m = Metrics::default();
+        m.observe_reconcile("Kustomization", "success", Duration::from_millis(20));
+        m.objects_applied.inc_by(3);
+        m.drift_corrected
+            .get_or_create(&DriftLabels {
+                kind: "Deployment".into(),
+                change: "deleted",
+            })
+            .inc();
+        let text = m.encode();
+        assert!(text.contains(r#"skewer_reconcile_duration_seconds_count{kind="Kustomization",result="success"} 1"#), "{text}");
+        assert!(text.contains("skewer_objects_applied_total 3"), "{text}");
+        assert!(
+            text.contains(r#"skewer_drift_corrected_total{kind="Deployment",change="deleted"} 1"#),
+            "{text}"
+        );
+        {
+            let _a = InFlight::start(&m.reconciles_in_flight);
+            assert_eq!(m.reconciles_in_flight.get(), 1);
+        }
+        assert_eq!(m.reconciles_in_flight.get(), 0);
+    }
+}
