@@ -62,13 +62,7 @@ where
 async fn drift_is_undone_within_a_second() -> Result<()> {
     let f = Fixture::new("drift").await?;
     let (ns, c) = (f.ns.clone(), f.c.clone());
-    for (path, content) in files(&ns) {
-        f.repo.write(&path, &content)?;
-    }
-    let first = f.repo.commit("one")?;
-    let _skewer = f.start(&[])?;
-    kustomization(&ns, "app", "src", "./", "")?;
-    wait_applied(&c, &ns, "app", &first).await?;
+    let _skewer = f.app(&files(&ns), &[], "").await?;
 
     let deploys: Api<Deployment> = Api::namespaced(c.clone(), &ns);
     let cms: Api<ConfigMap> = Api::namespaced(c.clone(), &ns);
@@ -172,13 +166,7 @@ async fn drift_is_undone_within_a_second() -> Result<()> {
 async fn unmanaged_changes_and_status_updates_cause_no_writes() -> Result<()> {
     let f = Fixture::new("quiet").await?;
     let (ns, c) = (f.ns.clone(), f.c.clone());
-    for (path, content) in files(&ns) {
-        f.repo.write(&path, &content)?;
-    }
-    let first = f.repo.commit("one")?;
-    let _skewer = f.start(&[])?;
-    kustomization(&ns, "app", "src", "./", "  interval: 1s\n")?;
-    wait_applied(&c, &ns, "app", &first).await?;
+    let _skewer = f.app(&files(&ns), &[], "  interval: 1s\n").await?;
     let writes = || -> Result<usize> {
         Ok(audited("skewer", &ns)?
             .iter()
@@ -269,14 +257,7 @@ async fn unmanaged_changes_and_status_updates_cause_no_writes() -> Result<()> {
 async fn metrics_health_and_json_logs() -> Result<()> {
     let f = Fixture::new("metrics").await?;
     let (ns, c) = (f.ns.clone(), f.c.clone());
-    f.repo.write(
-        "cm.yaml",
-        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\n  namespace: {ns}\n"),
-    )?;
-    let first = f.repo.commit("one")?;
-    let skewer = f.start(&["--log-format", "json"])?;
-    kustomization(&ns, "app", "src", "./", "")?;
-    wait_applied(&c, &ns, "app", &first).await?;
+    let skewer = f.app(&f.configmap(), &["--log-format", "json"], "").await?;
     assert_eq!(skewer.http_get("/healthz")?, (200, "ok".to_string()));
     assert_eq!(skewer.http_get("/readyz")?.0, 200);
 

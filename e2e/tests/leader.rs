@@ -25,15 +25,8 @@ async fn holder(c: &kube::Client, ns: &str) -> Result<String> {
 async fn follower_takes_over_and_heals_the_gap() -> Result<()> {
     let f = Fixture::new("leader").await?;
     let (ns, c) = (f.ns.clone(), f.c.clone());
-    f.repo.write(
-        "cm.yaml",
-        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\n  namespace: {ns}\n"),
-    )?;
-    let first = f.repo.commit("one")?;
     let flags = ["--lease-duration", "2s"];
-    let mut leader = f.start(&flags)?;
-    kustomization(&ns, "app", "src", "./", "")?;
-    wait_applied(&c, &ns, "app", &first).await?;
+    let mut leader = f.app(&f.configmap(), &flags, "").await?;
     assert!(
         holder(&c, &ns)
             .await?

@@ -92,6 +92,11 @@ pub fn digest_of(bytes: &[u8]) -> String {
 
 /// Unpacks a tarball made by [`pack`] into files.
 pub fn unpack(bytes: &[u8]) -> io::Result<Vec<File>> {
+    unpack_where(bytes, |_| true)
+}
+
+/// Unpacks only the files whose path `keep` accepts (the others are skipped unread).
+pub fn unpack_where(bytes: &[u8], keep: impl Fn(&str) -> bool) -> io::Result<Vec<File>> {
     let mut archive = tar::Archive::new(GzDecoder::new(bytes));
     let mut files = Vec::new();
     for entry in archive.entries()? {
@@ -100,6 +105,9 @@ pub fn unpack(bytes: &[u8]) -> io::Result<Vec<File>> {
             continue;
         }
         let path = entry.path()?.to_string_lossy().into_owned();
+        if !keep(&path) {
+            continue;
+        }
         let executable = entry.header().mode()? & 0o111 != 0;
         let mut data = Vec::with_capacity(entry.size() as usize);
         entry.read_to_end(&mut data)?;
@@ -158,6 +166,11 @@ impl Store {
 
     /// Reads an artifact and checks its digest; returns its files.
     pub fn get(&self, key: &str, digest: &str) -> Result<Vec<File>, StoreError> {
+        self.get_under(key, digest, "")
+    }
+
+    /// Like [`Store::get`], but returns only the files under directory `dir` (all for "").
+    pub fn get_under(&self, key: &str, digest: &str, dir: &str) -> Result<Vec<File>, StoreError> {
         let path = self.path_of(key, digest);
         let bytes = fs::read(&path).map_err(io_err(&path))?;
         let actual = digest_of(&bytes);
@@ -168,7 +181,9 @@ impl Store {
                 actual,
             });
         }
-        unpack(&bytes).map_err(io_err(&path))
+        let dir = dir.trim_matches('/');
+        let prefix = format!("{dir}/");
+        unpack_where(&bytes, |p| dir.is_empty() || p.starts_with(&prefix)).map_err(io_err(&path))
     }
 
     /// Deletes every artifact of `key` but the one with digest `keep`.
@@ -239,6 +254,9 @@ mod tests {
         got.sort_by(|a, b| a.path.cmp(&b.path));
         assert_eq!(got[0].path, "a.yaml");
         assert!(got[0].executable);
+        let under_b = store.get_under("git/ns/a", &one.digest, "b").unwrap();
+        assert_eq!(under_b.len(), 1);
+        assert_eq!(under_b[0].path, "b/x.yaml");
         assert_eq!(store.gc("git/ns/a", &two.digest).unwrap(), 1);
         assert!(store.get("git/ns/a", &one.digest).is_err());
         assert!(store.get("git/ns/a", &two.digest).is_ok());

@@ -143,36 +143,30 @@ fn remote<'r>(
 
 fn to_remote_ref(r: &gix::protocol::handshake::Ref) -> Option<RemoteRef> {
     use gix::protocol::handshake::Ref;
-    match r {
+    // Annotated tags arrive peeled: `object` is the commit either way.
+    let (name, object, symref_target) = match r {
         Ref::Direct {
             full_ref_name,
             object,
-        } => Some(RemoteRef {
-            name: full_ref_name.to_string(),
-            commit: object.to_string(),
-            symref_target: None,
-        }),
-        Ref::Peeled {
+        }
+        | Ref::Peeled {
             full_ref_name,
             object,
             ..
-        } => Some(RemoteRef {
-            name: full_ref_name.to_string(),
-            commit: object.to_string(),
-            symref_target: None,
-        }),
+        } => (full_ref_name, object, None),
         Ref::Symbolic {
             full_ref_name,
             target,
             object,
             ..
-        } => Some(RemoteRef {
-            name: full_ref_name.to_string(),
-            commit: object.to_string(),
-            symref_target: Some(target.to_string()),
-        }),
-        Ref::Unborn { .. } => None,
-    }
+        } => (full_ref_name, object, Some(target.to_string())),
+        Ref::Unborn { .. } => return None,
+    };
+    Some(RemoteRef {
+        name: name.to_string(),
+        commit: object.to_string(),
+        symref_target,
+    })
 }
 
 /// Reads every blob of a commit's tree, with slash-separated paths.

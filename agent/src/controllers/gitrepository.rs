@@ -53,6 +53,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     let api: Api<GitRepository> = super::scoped(&ctx.client, namespace.as_deref());
     super::controller(api)
         .shutdown_on_signal()
+        .with_config(super::controller_config(&ctx))
         .run(reconcile, error_policy, ctx)
         .for_each(|r| super::log_outcome("GitRepository", r))
         .await;

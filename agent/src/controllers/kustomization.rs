@@ -85,6 +85,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
             },
         )
         .shutdown_on_signal()
+        .with_config(super::controller_config(&ctx))
         .run(reconcile, error_policy, ctx)
         .for_each(|r| super::log_outcome("Kustomization", r))
         .await;
@@ -384,7 +385,10 @@ async fn sync(
     let store = ctx.store.clone();
     let (key, digest) = (artifact_key(&src_ns, &src.name), artifact.digest.clone());
     let mut phases = Phases::start();
-    let files = tokio::task::spawn_blocking(move || store.get(&key, &digest))
+    // Only the files under `path` are unpacked: a Kustomization of one directory of a big
+    // repository holds no more than that directory in memory.
+    let dir = skewer_appliers::load::normalize_path(spec.path.as_deref().unwrap_or_default());
+    let files = tokio::task::spawn_blocking(move || store.get_under(&key, &digest, &dir))
         .await
         .map_err(|e| fail("ArtifactFailed", e.to_string()))?
         .map_err(|e| fail("ArtifactFailed", e.to_string()))?;

@@ -29,6 +29,8 @@ pub struct Context {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Re-apply everything this often even when nothing changed (`None`: never).
     pub full_sync: Option<Duration>,
+    /// Reconciles of one kind running at once.
+    pub max_concurrent_reconciles: u16,
 }
 
 impl Context {
@@ -54,6 +56,7 @@ impl Context {
             failures: Failures::default(),
             drift: drift::Drift::default(),
             metrics,
+            max_concurrent_reconciles: 4,
             full_sync,
         }))
     }
@@ -162,6 +165,12 @@ where
         .applied_objects()
         .predicate_filter(reconcile_inputs::<K>, Default::default());
     kube::runtime::Controller::for_stream(trigger, reader)
+}
+
+/// The controller settings every kind uses: a bound on reconciles at once (each holds a
+/// source's files and its own requests in flight).
+pub fn controller_config(ctx: &Context) -> kube::runtime::controller::Config {
+    kube::runtime::controller::Config::default().concurrency(ctx.max_concurrent_reconciles)
 }
 
 fn reconcile_inputs<K: kube::Resource>(obj: &K) -> Option<u64> {

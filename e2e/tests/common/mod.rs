@@ -174,3 +174,34 @@ impl Fixture {
         Ok(skewer)
     }
 }
+
+impl Fixture {
+    /// Commits `files` (path, content), starts skewer with `flags`, and waits until a
+    /// Kustomization `app` of the repository root (with `extra` spec lines) is applied.
+    pub async fn app(
+        &self,
+        files: &[(String, String)],
+        flags: &[&str],
+        extra: &str,
+    ) -> Result<skewer_e2e::Skewer> {
+        for (path, content) in files {
+            self.repo.write(path, content)?;
+        }
+        let commit = self.repo.commit("app")?;
+        let skewer = self.start(flags)?;
+        kustomization(&self.ns, "app", "src", "./", extra)?;
+        wait_applied(&self.c, &self.ns, "app", &commit).await?;
+        Ok(skewer)
+    }
+
+    /// One ConfigMap `cfg` in the test's namespace.
+    pub fn configmap(&self) -> Vec<(String, String)> {
+        vec![(
+            "cm.yaml".into(),
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\n  namespace: {}\n",
+                self.ns
+            ),
+        )]
+    }
+}
