@@ -256,7 +256,7 @@ async fn unmanaged_changes_and_status_updates_cause_no_writes() -> Result<()> {
 #[tokio::test(flavor = "multi_thread")]
 async fn metrics_health_and_json_logs() -> Result<()> {
     let f = Fixture::new("metrics").await?;
-    let (ns, c) = (f.ns.clone(), f.c.clone());
+    let ns = f.ns.clone();
     let skewer = f.app(&f.configmap(), &["--log-format", "json"], "").await?;
     assert_eq!(skewer.http_get("/healthz")?, (200, "ok".to_string()));
     assert_eq!(skewer.http_get("/readyz")?.0, 200);
