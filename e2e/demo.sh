@@ -56,7 +56,7 @@ say "self-heal: deleting ConfigMap demo/greeting behind skewer's back"
 kubectl delete configmap greeting -n demo
 start=$(date +%s%N)
 wait_for "greeting to come back" 30 kubectl get configmap greeting -n demo
-echo "restored after $(( ($(date +%s%N) - start) / 1000000 )) ms (at the next 5 s interval)"
+echo "restored after $(( ($(date +%s%N) - start) / 1000000 )) ms (seen by a watch, not at the next interval)"
 
 say "prune: removing apps/extra.yaml from Git"
 g rm -q apps/extra.yaml && g commit -qm "drop extra" && g push -q "$work/srv/demo.git" main
