@@ -58,7 +58,14 @@ fn deployment(image: &str) -> Value {
                     "name": "skewer",
                     "image": image,
                     "args": ["run", "--data-dir=/data", "--log-format=json"],
-                    "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                    "env": [
+                        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                        // The Lease lives beside skewer, not in `default`.
+                        {"name": "SKEWER_LEADER_ELECTION_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                    ],
+                    "ports": [{"name": "http-metrics", "containerPort": 8080, "protocol": "TCP"}],
+                    "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http-metrics"}},
+                    "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http-metrics"}},
                     "volumeMounts": [{"name": "data", "mountPath": "/data"}],
                     "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
                     "securityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true, "runAsNonRoot": true, "capabilities": {"drop": ["ALL"]}},

@@ -536,3 +536,22 @@ async fn unsupported_fields_are_refused_not_ignored() -> Result<()> {
     );
     Ok(())
 }
+
+/// skewer's own install manifests (generated into deploy/) are accepted by the API server.
+#[test]
+fn install_manifests_are_valid_for_the_server() -> Result<()> {
+    let deploy = skewer_e2e::root().join("deploy");
+    kc(&[
+        "apply",
+        "-f",
+        &deploy.join("rbac.yaml").display().to_string(),
+    ])?;
+    let out = kc(&[
+        "apply",
+        "--dry-run=server",
+        "-f",
+        &deploy.join("deployment.yaml").display().to_string(),
+    ])?;
+    assert!(out.contains("deployment.apps/skewer"), "{out}");
+    Ok(())
+}
