@@ -2,7 +2,8 @@
 //!
 //! Pure: the remote's ref list goes in, the chosen commit and its Flux-style revision string
 //! (`main@sha1:<hex>`, `v1.0@sha1:<hex>`, `sha1:<hex>`) come out. Precedence follows Flux:
-//! `commit`, then `name`, then `tag`, then `branch`; no ref at all means the remote's HEAD.
+//! `commit`, then `name`, then `semver`, then `tag`, then `branch`; no ref at all means the
+//! remote's HEAD.
 
 use thiserror::Error;
 
@@ -11,6 +12,8 @@ use thiserror::Error;
 pub struct GitRefSpec {
     pub branch: Option<String>,
     pub tag: Option<String>,
+    /// A version constraint: the highest tag that satisfies it, like `>=1.2.0 <2.0.0`.
+    pub semver: Option<String>,
     pub name: Option<String>,
     pub commit: Option<String>,
 }
@@ -45,6 +48,10 @@ pub enum RefError {
     TagNotFound(String),
     #[error("ref '{0}' not found on the remote")]
     NameNotFound(String),
+    #[error("no tag on the remote satisfies semver '{0}'")]
+    NoSemverMatch(String),
+    #[error("semver '{constraint}' is not a version constraint: {message}")]
+    BadSemver { constraint: String, message: String },
     #[error("the remote has no HEAD: it is empty or its default branch is unborn")]
     NoHead,
     #[error("commit '{0}' is not a hexadecimal object id")]
@@ -79,6 +86,20 @@ impl GitRefSpec {
             let r = find(name).ok_or_else(|| RefError::NameNotFound(name.clone()))?;
             return Ok(named(name, name, &r.commit));
         }
+        if let Some(constraint) = &self.semver {
+            let req = parse_constraint(constraint)?;
+            let best = remote
+                .iter()
+                .filter_map(|r| {
+                    let tag = r.name.strip_prefix("refs/tags/")?;
+                    let version =
+                        semver::Version::parse(tag.strip_prefix('v').unwrap_or(tag)).ok()?;
+                    req.matches(&version).then_some((version, tag, r))
+                })
+                .max_by(|a, b| a.0.cmp(&b.0))
+                .ok_or_else(|| RefError::NoSemverMatch(constraint.clone()))?;
+            return Ok(named(&best.2.name, best.1, &best.2.commit));
+        }
         if let Some(tag) = &self.tag {
             let full = format!("refs/tags/{tag}");
             let r = find(&full).ok_or_else(|| RefError::TagNotFound(tag.clone()))?;
@@ -98,6 +119,23 @@ impl GitRefSpec {
             None => Ok(named("HEAD", "HEAD", &head.commit)),
         }
     }
+}
+
+/// Parses a constraint as Flux users write it: comparators separated by spaces or commas
+/// (`>=1.2.0 <2.0.0`, `~1.2`, `1.x`).
+fn parse_constraint(constraint: &str) -> Result<semver::VersionReq, RefError> {
+    let mut parts: Vec<String> = Vec::new();
+    for token in constraint.split([',', ' ']).filter(|t| !t.is_empty()) {
+        // A bare operator followed by a space (`>= 1.2.0`) belongs to the next token.
+        match parts.last_mut() {
+            Some(last) if last.chars().all(|c| "<>=~^".contains(c)) => last.push_str(token),
+            _ => parts.push(token.to_string()),
+        }
+    }
+    semver::VersionReq::parse(&parts.join(", ")).map_err(|e| RefError::BadSemver {
+        constraint: constraint.to_string(),
+        message: e.to_string(),
+    })
 }
 
 fn named(full: &str, short: &str, commit: &str) -> Resolved {
@@ -148,6 +186,7 @@ mod tests {
         let all = GitRefSpec {
             branch: Some("dev".into()),
             tag: Some("v1.0.0".into()),
+            semver: None,
             name: Some("refs/pull/42/head".into()),
             commit: Some("ABC".into()),
         };
@@ -208,5 +247,49 @@ mod tests {
         assert_eq!(revision_commit("main@sha1:abc"), Some("abc"));
         assert_eq!(revision_commit("sha1:abc"), Some("abc"));
         assert_eq!(revision_commit("garbage"), None);
+    }
+
+    #[test]
+    fn semver_picks_the_highest_matching_tag() {
+        let r = |name: &str, commit: &str| RemoteRef {
+            name: name.into(),
+            commit: commit.into(),
+            symref_target: None,
+        };
+        let remote = vec![
+            r("refs/tags/v1.2.0", "a"),
+            r("refs/tags/v1.10.1", "b"),
+            r("refs/tags/2.0.0", "c"),
+            r("refs/tags/not-a-version", "d"),
+            r("refs/tags/v1.11.0-rc.1", "e"),
+            r("refs/heads/main", "f"),
+        ];
+        let spec = |c: &str| GitRefSpec {
+            semver: Some(c.into()),
+            tag: Some("v1.2.0".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            spec(">=1.2.0 <2.0.0").resolve(&remote).unwrap().revision,
+            "v1.10.1@sha1:b",
+            "semver wins over tag"
+        );
+        assert_eq!(
+            spec(">= 1.0, < 2").resolve(&remote).unwrap().revision,
+            "v1.10.1@sha1:b"
+        );
+        assert_eq!(spec("*").resolve(&remote).unwrap().revision, "2.0.0@sha1:c");
+        assert_eq!(
+            spec("~1.2").resolve(&remote).unwrap().revision,
+            "v1.2.0@sha1:a"
+        );
+        assert_eq!(
+            spec(">=3").resolve(&remote),
+            Err(RefError::NoSemverMatch(">=3".into()))
+        );
+        assert!(matches!(
+            spec("not a range").resolve(&remote),
+            Err(RefError::BadSemver { .. })
+        ));
     }
 }

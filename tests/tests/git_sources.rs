@@ -127,3 +127,27 @@ fn missing_refs_and_servers_are_reported() -> Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn semver_follows_a_newly_pushed_higher_tag() -> Result<()> {
+    let daemon = GitServer::start()?;
+    let (repo, first) = sample(&daemon)?; // tags v1.0.0 at `first`
+    let spec = GitRefSpec {
+        semver: Some(">=1.0.0 <2.0.0".into()),
+        ..Default::default()
+    };
+    let (rev, _, _) = fetch(&repo.url, &spec)?;
+    assert_eq!(rev, format!("v1.0.0@sha1:{first}"));
+
+    repo.write(
+        "apps/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
+    )?;
+    let newer = repo.commit("three")?;
+    repo.tag("v1.1.0")?;
+    repo.tag("v2.0.0")?; // outside the range
+    let (rev, _, files) = fetch(&repo.url, &spec)?;
+    assert_eq!(rev, format!("v1.1.0@sha1:{newer}"));
+    assert!(files[2].contains("name: c"));
+    Ok(())
+}

@@ -45,7 +45,7 @@ pub fn default_interval() -> String {
     "1m".into()
 }
 
-/// Which revision to fetch. Precedence (as Flux): commit, name, tag, branch.
+/// Which revision to fetch. Precedence (as Flux): commit, name, semver, tag, branch.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GitRepositoryRef {
@@ -53,6 +53,9 @@ pub struct GitRepositoryRef {
     pub branch: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tag: Option<String>,
+    /// The highest tag satisfying a version constraint, like `>=1.2.0 <2.0.0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semver: Option<String>,
     /// Any ref, like `refs/pull/42/head`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,

@@ -173,6 +173,7 @@ async fn fetch(
     let refspec = GitRefSpec {
         branch: r.branch,
         tag: r.tag,
+        semver: r.semver,
         name: r.name,
         commit: r.commit,
     };
