@@ -502,7 +502,7 @@ async fn unsupported_fields_are_refused_not_ignored() -> Result<()> {
     repo.commit("one")?;
     let _skewer = f.start(&[])?;
     skewer_e2e::kc_apply(&format!(
-        "apiVersion: skewer.dev/v1alpha1\nkind: GitRepository\nmetadata: {{name: ignoring, namespace: {ns}}}\nspec:\n  url: {}\n  ignore: \"*.md\"\n",
+        "apiVersion: skewer.dev/v1alpha1\nkind: GitRepository\nmetadata: {{name: private, namespace: {ns}}}\nspec:\n  url: {}\n  secretRef: {{name: creds}}\n",
         repo.url
     ))?;
     kustomization(&ns, "tenant", "src", "./", "  serviceAccountName: tenant\n")?;
@@ -528,7 +528,7 @@ async fn unsupported_fields_are_refused_not_ignored() -> Result<()> {
             .await
         }
     };
-    stalled("gitrepository", "ignoring", "spec.ignore").await?;
+    stalled("gitrepository", "private", "spec.secretRef").await?;
     stalled("kustomization", "tenant", "spec.serviceAccountName").await?;
     assert!(
         exists(c, "v1", "ConfigMap", &ns, "x").await?.is_none(),

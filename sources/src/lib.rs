@@ -5,6 +5,7 @@
 pub mod artifact;
 pub mod duration;
 pub mod git;
+pub mod ignore;
 pub mod reference;
 
 pub use artifact::{Artifact, File, Store, StoreError};

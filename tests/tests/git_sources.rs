@@ -151,3 +151,40 @@ fn semver_follows_a_newly_pushed_higher_tag() -> Result<()> {
     assert!(files[2].contains("name: c"));
     Ok(())
 }
+
+#[test]
+fn sourceignore_shapes_the_artifact_and_its_digest() -> Result<()> {
+    let daemon = GitServer::start()?;
+    let repo = daemon.repo("ignoring")?;
+    repo.write(
+        "apps/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
+    )?;
+    repo.write("apps/tests/fixture.yaml", "kind: Fixture\n")?;
+    repo.write("apps/.sourceignore", "tests/\n")?;
+    repo.write(".github/workflows/ci.yml", "on: push\n")?;
+    repo.commit("one")?;
+    let build = || -> Result<(String, Vec<String>)> {
+        let work = tempfile::tempdir()?;
+        let git = GitFetcher::new(work.path());
+        let resolved = GitRefSpec::default().resolve(&git.list_remote("k", &repo.url)?)?;
+        let files = skewer_sources::ignore::filter(git.fetch("k", &repo.url, &resolved)?, None);
+        let artifact = Store::new(work.path().join("a")).put("k", &resolved.revision, &files)?;
+        let mut paths: Vec<String> = files.into_iter().map(|f| f.path).collect();
+        paths.sort();
+        Ok((artifact.digest, paths))
+    };
+    let (digest, paths) = build()?;
+    assert_eq!(
+        paths,
+        ["apps/.sourceignore", "apps/cm.yaml"],
+        "ignored and CI files are left out"
+    );
+
+    // A new commit that touches only ignored files gives the same artifact.
+    repo.write("apps/tests/fixture.yaml", "kind: Fixture\nchanged: true\n")?;
+    repo.write(".github/workflows/ci.yml", "on: pull_request\n")?;
+    repo.commit("only ignored files")?;
+    assert_eq!(build()?.0, digest);
+    Ok(())
+}

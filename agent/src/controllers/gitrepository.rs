@@ -158,12 +158,7 @@ async fn fetch(
         Some(t) => duration("timeout", t).map_err(FetchError::Invalid)?,
         None => Duration::from_secs(60),
     };
-    // Refused rather than ignored until they are implemented (issue 4).
-    if spec.ignore.is_some() {
-        return Err(FetchError::Invalid(
-            "spec.ignore: ignore rules are not supported yet".into(),
-        ));
-    }
+    // Refused rather than ignored until implemented (issue 4).
     if spec.secret_ref.is_some() {
         return Err(FetchError::Invalid(
             "spec.secretRef: authentication is not supported yet".into(),
@@ -181,7 +176,12 @@ async fn fetch(
     let url = spec.url.clone();
     let k = key.to_string();
     let store = ctx.store.clone();
-    let previous = old.artifact.clone();
+    // A changed spec (say, new ignore rules) rebuilds the artifact even if the commit is the same.
+    let previous = old
+        .artifact
+        .clone()
+        .filter(|_| old.observed_generation == repo.metadata.generation);
+    let ignore = spec.ignore.clone();
     let work =
         tokio::task::spawn_blocking(move || -> Result<Option<ArtifactStatus>, FetchError> {
             let resolved: Resolved = if refspec.commit.is_some() && refspec.branch.is_none() {
@@ -194,7 +194,8 @@ async fn fetch(
             }) {
                 return Ok(None);
             }
-            let files = git.fetch(&k, &url, &resolved)?;
+            let files =
+                skewer_sources::ignore::filter(git.fetch(&k, &url, &resolved)?, ignore.as_deref());
             let stored = store.put(&k, &resolved.revision, &files)?;
             store.gc(&k, &stored.digest)?;
             Ok(Some(ArtifactStatus {
