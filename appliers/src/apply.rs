@@ -15,7 +15,7 @@ use crate::drift::Seen;
 use crate::health::{Health, health};
 use crate::inventory::Inventory;
 use crate::object::{Manifest, ObjectId};
-use crate::order::{Stage, stages};
+use crate::order::stages;
 use crate::resources::{Resolved, Resources};
 use crate::transform::{Owner, Transform};
 use crate::{normalize, wait};
@@ -198,12 +198,8 @@ impl Applier {
     }
 
     fn api(&self, p: &Planned) -> Api<DynamicObject> {
-        let client = self.client().clone();
-        if p.resource.namespaced {
-            Api::namespaced_with(client, p.manifest.namespace(), &p.resource.resource)
-        } else {
-            Api::all_with(client, &p.resource.resource)
-        }
+        p.resource
+            .api(self.client().clone(), p.manifest.namespace())
     }
 
     /// Applies one planned object (also used to heal drift).
@@ -339,23 +335,4 @@ pub fn is_immutable(e: &kube::Error) -> bool {
         || m.contains("Forbidden: updates to")
         || m.contains("cannot change")
         || m.contains("immutable")
-}
-
-/// Planned stages, for callers that want to know what ran in which order.
-pub fn describe(stages: &[Stage]) -> Vec<String> {
-    stages
-        .iter()
-        .map(|s| {
-            format!(
-                "wave {} {}: {} objects",
-                s.wave,
-                if s.definitions {
-                    "definitions"
-                } else {
-                    "resources"
-                },
-                s.manifests.len()
-            )
-        })
-        .collect()
 }

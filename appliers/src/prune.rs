@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use futures::{StreamExt, stream};
-use kube::api::{Api, DeleteParams, DynamicObject, PropagationPolicy};
+use kube::api::{DeleteParams, PropagationPolicy};
 
 use crate::apply::api_message;
 use crate::object::ObjectId;
@@ -78,12 +78,7 @@ async fn prune_one(
         Err(ResourceError::Unknown { .. }) => return Ok(Some("its kind no longer exists".into())),
         Err(e) => return Err(e.to_string()),
     };
-    let client = resources.client().clone();
-    let api: Api<DynamicObject> = if resolved.namespaced {
-        Api::namespaced_with(client, &id.namespace, &resolved.resource)
-    } else {
-        Api::all_with(client, &resolved.resource)
-    };
+    let api = resolved.api(resources.client().clone(), &id.namespace);
     let Some(live) = api
         .get_metadata_opt(&id.name)
         .await

@@ -30,6 +30,17 @@ pub struct Resolved {
     pub namespaced: bool,
 }
 
+impl Resolved {
+    /// An `Api` for objects of this kind: in `namespace` if the kind is namespaced.
+    pub fn api(&self, client: Client, namespace: &str) -> kube::Api<kube::api::DynamicObject> {
+        if self.namespaced {
+            kube::Api::namespaced_with(client, namespace, &self.resource)
+        } else {
+            kube::Api::all_with(client, &self.resource)
+        }
+    }
+}
+
 /// Discovery cache for one cluster (and one identity: impersonated callers see the same API).
 pub struct Resources {
     client: Client,

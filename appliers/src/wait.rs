@@ -77,12 +77,7 @@ pub async fn all_healthy(
                 let verdict = match resources.resolve(version, &id.kind, &[]).await {
                     Err(e) => Some(e.to_string()),
                     Ok(r) => {
-                        let client = resources.client().clone();
-                        let api: Api<DynamicObject> = if r.namespaced {
-                            Api::namespaced_with(client, &id.namespace, &r.resource)
-                        } else {
-                            Api::all_with(client, &r.resource)
-                        };
+                        let api = r.api(resources.client().clone(), &id.namespace);
                         match api.get_opt(&id.name).await {
                             Ok(Some(obj)) => match serde_json::to_value(&obj).map(|v| health(&v)) {
                                 Ok(Health::Current) => None,
