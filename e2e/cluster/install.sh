@@ -25,6 +25,10 @@ command -v openssl >/dev/null || need_pkgs+=(openssl)
 [ -d /usr/share/gocode/src/github.com/modern-go/reflect2 ] || need_pkgs+=(golang-github-modern-go-reflect2-dev)
 # `git daemon` ships in Debian's git-daemon-sysvinit/git packages; the machine's git may lack it.
 git daemon --help >/dev/null 2>&1 || need_pkgs+=(git)
+# Peers of the Git source tests: sshd (deploy keys), gpg (signed commits and tags).
+[ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
+command -v ssh >/dev/null || need_pkgs+=(openssh-client)
+command -v gpg >/dev/null || need_pkgs+=(gnupg)
 
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "apt-get install ${need_pkgs[*]}"

@@ -1,5 +1,6 @@
-//! A real git daemon on loopback serving bare repositories from a temporary directory, and
-//! working copies that tests commit to and push.
+//! Real Git servers on loopback serving bare repositories from a temporary directory (git
+//! daemon, smart HTTP with optional basic auth/token/TLS, sshd), and working copies that tests
+//! commit to and push.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -34,6 +35,103 @@ pub struct GitServer {
     root: tempfile::TempDir,
     base_url: String,
     daemon: Child,
+    ca_pem: Option<String>,
+    known_hosts: Option<String>,
+}
+
+/// How [`GitServer::start_http_with`] guards its repositories.
+#[derive(Debug, Default, Clone)]
+pub struct HttpOptions {
+    /// Username and password checked against an htpasswd file.
+    pub basic: Option<(String, String)>,
+    pub token: Option<String>,
+    pub tls: bool,
+}
+
+/// Runs a program, failing with its stderr; returns its trimmed stdout.
+pub fn run(program: &str, args: &[&str]) -> Result<String> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .with_context(|| format!("{program} {args:?}"))?;
+    if !out.status.success() {
+        bail!(
+            "{program} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// A CA and a server certificate for 127.0.0.1 signed by it: (cert, key, CA PEM).
+fn tls_files(dir: &Path) -> Result<(PathBuf, PathBuf, String)> {
+    let p = |name: &str| dir.join(name).display().to_string();
+    run(
+        "openssl",
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &p("ca.key"),
+            "-out",
+            &p("ca.crt"),
+            "-days",
+            "2",
+            "-subj",
+            "/CN=skewer test CA",
+        ],
+    )?;
+    run(
+        "openssl",
+        &[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &p("tls.key"),
+            "-out",
+            &p("tls.csr"),
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+    )?;
+    std::fs::write(
+        dir.join("ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )?;
+    run(
+        "openssl",
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &p("tls.csr"),
+            "-CA",
+            &p("ca.crt"),
+            "-CAkey",
+            &p("ca.key"),
+            "-CAcreateserial",
+            "-out",
+            &p("tls.crt"),
+            "-days",
+            "2",
+            "-extfile",
+            &p("ext"),
+        ],
+    )?;
+    Ok((
+        dir.join("tls.crt"),
+        dir.join("tls.key"),
+        std::fs::read_to_string(dir.join("ca.crt"))?,
+    ))
 }
 
 fn free_port() -> Result<u16> {
@@ -77,40 +175,137 @@ impl GitServer {
             root,
             base_url: format!("git://127.0.0.1:{port}"),
             daemon,
+            ca_pem: None,
+            known_hosts: None,
         })
     }
 
-    /// Starts smart HTTP: `git http-backend` as a CGI script.
+    /// Starts smart HTTP: `git http-backend` behind `e2e/git-http.py`, without auth.
     pub fn start_http() -> Result<Self> {
+        Self::start_http_with(&HttpOptions::default())
+    }
+
+    /// Starts smart HTTP with basic auth (an htpasswd file), a bearer token and/or TLS from a
+    /// throwaway CA (its PEM in [`GitServer::ca_pem`]).
+    pub fn start_http_with(options: &HttpOptions) -> Result<Self> {
         let root = tempfile::tempdir()?;
-        let www = root.path().join("www");
-        let cgi = www.join("cgi-bin");
-        std::fs::create_dir_all(&cgi)?;
-        // The CGI server may run scripts as nobody: trust every directory explicitly.
-        let script = format!(
-            "#!/bin/sh\nexport GIT_PROJECT_ROOT='{}' GIT_HTTP_EXPORT_ALL=1 GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*'\nexec git http-backend\n",
-            root.path().display()
-        );
-        let path = cgi.join("git");
-        std::fs::write(&path, script)?;
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
-        std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755))?;
         let port = free_port()?;
-        let daemon = Command::new("python3")
-            .args(["-m", "http.server", "--cgi", "--bind", "127.0.0.1"])
-            .arg(port.to_string())
-            .current_dir(&www)
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("git-http.py");
+        let mut cmd = Command::new("python3");
+        cmd.arg(script)
+            .arg(format!("--port={port}"))
+            .arg(format!("--root={}", root.path().display()));
+        if let Some((user, password)) = &options.basic {
+            // The `{SHA}` scheme of `htpasswd -s`: base64 of the password's SHA-1.
+            let digest = run(
+                "python3",
+                &[
+                    "-c",
+                    "import base64,hashlib,sys;print(base64.b64encode(hashlib.sha1(sys.argv[1].encode()).digest()).decode())",
+                    password,
+                ],
+            )?;
+            let htpasswd = root.path().join("htpasswd");
+            std::fs::write(&htpasswd, format!("{user}:{{SHA}}{digest}\n"))?;
+            cmd.arg(format!("--htpasswd={}", htpasswd.display()));
+        }
+        if let Some(token) = &options.token {
+            let file = root.path().join("token");
+            std::fs::write(&file, token)?;
+            cmd.arg(format!("--token-file={}", file.display()));
+        }
+        let mut ca_pem = None;
+        let scheme = if options.tls {
+            let (cert, key, ca) = tls_files(root.path())?;
+            cmd.arg(format!("--cert={}", cert.display()))
+                .arg(format!("--key={}", key.display()));
+            ca_pem = Some(ca);
+            "https"
+        } else {
+            "http"
+        };
+        let daemon = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .context("starting python3 -m http.server --cgi")?;
-        wait_listening(port, "http.server")?;
+            .context("starting e2e/git-http.py")?;
+        wait_listening(port, "git-http.py")?;
         Ok(Self {
             root,
-            base_url: format!("http://127.0.0.1:{port}/cgi-bin/git"),
+            base_url: format!("{scheme}://127.0.0.1:{port}"),
             daemon,
+            ca_pem,
+            known_hosts: None,
         })
+    }
+
+    /// Starts `sshd` on loopback, letting in only `authorized_key` (an OpenSSH public key
+    /// line); repositories are reached as `ssh://<user>@127.0.0.1:<port>/<absolute path>`.
+    pub fn start_ssh(authorized_key: &str) -> Result<Self> {
+        let root = tempfile::tempdir()?;
+        let dir = root.path().join("sshd");
+        std::fs::create_dir_all(&dir)?;
+        let host_key = dir.join("host_ed25519");
+        run(
+            "ssh-keygen",
+            &[
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-f",
+                &host_key.display().to_string(),
+            ],
+        )?;
+        std::fs::write(dir.join("authorized_keys"), authorized_key)?;
+        // sshd refuses to start without its privilege separation directory.
+        std::fs::create_dir_all("/run/sshd")?;
+        let port = free_port()?;
+        let config = dir.join("sshd_config");
+        std::fs::write(
+            &config,
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nAuthorizedKeysFile {}\n\
+                 PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n\
+                 PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\nPidFile none\n",
+                host_key.display(),
+                dir.join("authorized_keys").display()
+            ),
+        )?;
+        let daemon = Command::new("/usr/sbin/sshd")
+            .arg("-D")
+            .arg("-f")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting sshd")?;
+        wait_listening(port, "sshd")?;
+        let public = std::fs::read_to_string(dir.join("host_ed25519.pub"))?;
+        let key = public
+            .split_whitespace()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let user = run("id", &["-un"])?;
+        Ok(Self {
+            base_url: format!("ssh://{user}@127.0.0.1:{port}{}", root.path().display()),
+            root,
+            daemon,
+            ca_pem: None,
+            known_hosts: Some(format!("[127.0.0.1]:{port} {key}\n")),
+        })
+    }
+
+    /// The PEM of the CA that signed an HTTPS server's certificate.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
+    }
+
+    /// A `known_hosts` line for an SSH server's host key.
+    pub fn known_hosts(&self) -> Option<&str> {
+        self.known_hosts.as_deref()
     }
 
     /// Creates an empty repository `name` and a working copy to commit from.

@@ -14,7 +14,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use tokio::time::{Instant, sleep};
 
-pub use git::{GitServer, Repo};
+pub use git::{GitServer, HttpOptions, Repo};
 
 /// The workspace root.
 pub fn root() -> PathBuf {

@@ -4,13 +4,16 @@
 //! isolation so the host's git configuration never leaks in. gix's network client is blocking:
 //! callers on an async runtime run these in `spawn_blocking`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use gix::remote::Direction;
 use thiserror::Error;
 
 use crate::artifact::File;
+use crate::auth::{Auth, AuthError, SshAuth, scheme_of};
 use crate::reference::{RemoteRef, Resolved};
 
 #[derive(Debug, Error)]
@@ -21,6 +24,18 @@ pub enum GitError {
     Url { url: String, message: String },
     #[error("invalid ref '{specs}': {message}")]
     InvalidRef { specs: String, message: String },
+    #[error("{0}")]
+    Credentials(#[from] AuthError),
+    #[error("{url} requires authentication and no credentials were given (set spec.secretRef)")]
+    AuthRequired { url: String },
+    #[error("authentication to {url} failed: {message}")]
+    AuthFailed { url: String, message: String },
+    #[error("host key of {url} is not trusted: {message}")]
+    HostKey { url: String, message: String },
+    #[error("TLS certificate of {url} is not trusted: {message}")]
+    Tls { url: String, message: String },
+    #[error("{url} did not answer within {after:?}")]
+    Timeout { url: String, after: Duration },
     #[error("cannot list refs of {url}: {message}")]
     ListRefs { url: String, message: String },
     #[error("cannot fetch {what} from {url}: {message}")]
@@ -31,6 +46,22 @@ pub enum GitError {
     },
     #[error("commit {commit} cannot be read after fetching: {message}")]
     Read { commit: String, message: String },
+}
+
+/// How to reach a remote: its credentials, and a bound on each network operation.
+#[derive(Debug, Clone)]
+pub struct Access {
+    pub auth: Auth,
+    pub timeout: Duration,
+}
+
+impl Default for Access {
+    fn default() -> Self {
+        Self {
+            auth: Auth::none(),
+            timeout: Duration::from_secs(60),
+        }
+    }
 }
 
 /// Fetches Git repositories into bare repositories under a work directory.
@@ -70,58 +101,120 @@ impl GitFetcher {
     }
 
     /// Lists the refs the remote advertises (one round trip, nothing fetched).
-    pub fn list_remote(&self, key: &str, url: &str) -> Result<Vec<RemoteRef>, GitError> {
-        let repo = self.repo(key)?;
-        let list = |e: &dyn std::fmt::Display| GitError::ListRefs {
-            url: url.to_string(),
-            message: e.to_string(),
-        };
-        let remote = remote(
-            &repo,
-            url,
-            &[
-                "+refs/*:refs/remotes/origin/*",
-                "+HEAD:refs/remotes/origin/HEAD",
-            ],
-        )?;
-        let connection = remote.connect(Direction::Fetch).map_err(|e| list(&e))?;
-        let options = gix::remote::ref_map::Options {
-            prefix_from_spec_as_filter_on_remote: false,
-            ..Default::default()
-        };
-        let (map, _handshake) = connection
-            .ref_map(gix::progress::Discard, options)
-            .map_err(|e| list(&e))?;
-        Ok(map.remote_refs.iter().filter_map(to_remote_ref).collect())
+    pub fn list_remote(
+        &self,
+        key: &str,
+        url: &str,
+        access: &Access,
+    ) -> Result<Vec<RemoteRef>, GitError> {
+        let specs = [
+            "+refs/*:refs/remotes/origin/*",
+            "+HEAD:refs/remotes/origin/HEAD",
+        ];
+        let mut repo = self.repo(key)?;
+        self.connected(&mut repo, url, &specs, access, "", |connection| {
+            let options = gix::remote::ref_map::Options {
+                prefix_from_spec_as_filter_on_remote: false,
+                ..Default::default()
+            };
+            let (map, _handshake) = connection
+                .ref_map(gix::progress::Discard, options)
+                .map_err(|e| chain(&e))?;
+            Ok(map.remote_refs.iter().filter_map(to_remote_ref).collect())
+        })
     }
 
     /// Shallow-fetches the resolved commit and returns the files of its tree.
-    pub fn fetch(&self, key: &str, url: &str, resolved: &Resolved) -> Result<Vec<File>, GitError> {
-        let repo = self.repo(key)?;
+    pub fn fetch(
+        &self,
+        key: &str,
+        url: &str,
+        resolved: &Resolved,
+        access: &Access,
+    ) -> Result<Vec<File>, GitError> {
         let what = resolved
             .fetch_ref
             .clone()
             .unwrap_or_else(|| resolved.commit.clone());
-        let fetch_err = |e: &dyn std::fmt::Display| GitError::Fetch {
-            url: url.to_string(),
-            what: what.clone(),
-            message: e.to_string(),
-        };
         let spec = format!("+{what}:{LOCAL_REF}");
-        let remote = remote(&repo, url, &[spec.as_str()])?;
-        let depth = std::num::NonZeroU32::MIN;
-        remote
-            .connect(Direction::Fetch)
-            .map_err(|e| fetch_err(&e))?
-            .prepare_fetch(gix::progress::Discard, Default::default())
-            .map_err(|e| fetch_err(&e))?
-            .with_shallow(gix::remote::fetch::Shallow::DepthAtRemote(depth))
-            .receive(gix::progress::Discard, &AtomicBool::new(false))
-            .map_err(|e| fetch_err(&e))?;
+        let mut repo = self.repo(key)?;
+        self.connected(
+            &mut repo,
+            url,
+            &[spec.as_str()],
+            access,
+            &what,
+            |connection| {
+                let depth = std::num::NonZeroU32::MIN;
+                connection
+                    .prepare_fetch(gix::progress::Discard, Default::default())
+                    .map_err(|e| chain(&e))?
+                    .with_shallow(gix::remote::fetch::Shallow::DepthAtRemote(depth))
+                    .receive(gix::progress::Discard, &AtomicBool::new(false))
+                    .map_err(|e| chain(&e))?;
+                Ok(())
+            },
+        )?;
         read_tree(&repo, &resolved.commit)
     }
-}
 
+    /// Connects to `url` with `access` applied (credentials, CA, SSH key and host keys,
+    /// timeouts), runs `op`, and turns a failure into the error that says what went wrong:
+    /// missing or rejected credentials, an untrusted host key or certificate, a timeout.
+    /// `what` is empty when listing refs, else the ref being fetched.
+    fn connected<T>(
+        &self,
+        repo: &mut gix::Repository,
+        url: &str,
+        specs: &[&str],
+        access: &Access,
+        what: &str,
+        op: impl FnOnce(
+            gix::remote::Connection<
+                '_,
+                '_,
+                '_,
+                Box<dyn gix::protocol::transport::client::blocking_io::Transport + Send>,
+            >,
+        ) -> Result<T, String>,
+    ) -> Result<T, GitError> {
+        access.auth.check_scheme(url)?;
+        let ssh = match &access.auth.ssh {
+            Some(ssh) => Some(SshSession::start(&self.work, ssh, access.timeout, repo)?),
+            None => None,
+        };
+        let transport = http_options(repo, url, access)?;
+        let remote = remote(repo, url, specs)?;
+        let prompted = Arc::new(Mutex::new(Prompted::default()));
+        let result = remote
+            .connect(Direction::Fetch)
+            .map_err(|e| chain(&e))
+            .and_then(|connection| {
+                let mut connection = connection
+                    .with_credentials(credentials(access.auth.basic.clone(), prompted.clone()));
+                if let Some(options) = transport {
+                    connection = connection.with_transport_options(options);
+                }
+                op(connection)
+            });
+        let message = match result {
+            Ok(v) => return Ok(v),
+            Err(message) => message,
+        };
+        let url = url.to_string();
+        let prompted = prompted.lock().map(|p| *p).unwrap_or_default();
+        let ssh_log = ssh.as_ref().map(SshSession::log).unwrap_or_default();
+        Err(classify(
+            url,
+            what,
+            message,
+            prompted,
+            &access.auth,
+            &ssh_log,
+            access.timeout,
+        ))
+    }
+}
 /// An anonymous remote at `url` that fetches exactly `specs` (no implied tags).
 fn remote<'r>(
     repo: &'r gix::Repository,
@@ -139,6 +232,250 @@ fn remote<'r>(
             specs: specs.join(" "),
             message: e.to_string(),
         })
+}
+
+/// What the credentials callback was asked, to tell "no credentials" from "wrong ones".
+#[derive(Debug, Default, Clone, Copy)]
+struct Prompted {
+    asked: bool,
+    rejected: bool,
+}
+
+/// Answers the transport's credential requests from the Secret (never from a prompt or the
+/// host's credential helpers), and records what it was asked.
+fn credentials(
+    basic: Option<(String, String)>,
+    prompted: Arc<Mutex<Prompted>>,
+) -> impl FnMut(
+    gix::credentials::helper::Action,
+) -> gix::Result<Option<gix::credentials::protocol::Outcome>> {
+    use gix::credentials::helper::Action;
+    move |action| {
+        let mut seen = prompted
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match action {
+            Action::Get(context) => {
+                seen.asked = true;
+                Ok(basic
+                    .as_ref()
+                    .map(|(username, password)| gix::credentials::protocol::Outcome {
+                        identity: gix::sec::identity::Account {
+                            username: username.clone(),
+                            password: password.clone(),
+                            oauth_refresh_token: None,
+                        },
+                        next: context.into(),
+                    }))
+            }
+            Action::Erase(_) => {
+                seen.rejected = true;
+                Ok(None)
+            }
+            Action::Store(_) => Ok(None),
+        }
+    }
+}
+
+/// HTTP transport options: the bearer token header, the Secret's CA added to the trusted
+/// roots, and the timeout on every request.
+fn http_options(
+    repo: &gix::Repository,
+    url: &str,
+    access: &Access,
+) -> Result<Option<Box<dyn std::any::Any>>, GitError> {
+    use gix::protocol::transport::client::blocking_io::http;
+    if !matches!(scheme_of(url).as_str(), "http" | "https") {
+        return Ok(None);
+    }
+    let configured = repo
+        .transport_options(url, None)
+        .map_err(|e| GitError::Url {
+            url: url.into(),
+            message: e.to_string(),
+        })?;
+    let mut options = configured
+        .and_then(|o| o.downcast::<http::Options>().ok())
+        .map(|o| *o)
+        .unwrap_or_default();
+    if let Some(token) = &access.auth.bearer_token {
+        options
+            .extra_headers
+            .push(format!("Authorization: Bearer {token}"));
+    }
+    options.connect_timeout = Some(access.timeout);
+    let certs = match &access.auth.ca_pem {
+        Some(pem) => reqwest::Certificate::from_pem_bundle(pem).map_err(|_| AuthError::Ca)?,
+        None => Vec::new(),
+    };
+    let timeout = access.timeout;
+    let backend = http::reqwest::Options {
+        configure_client: Some(Box::new(move |builder| {
+            Ok(builder.timeout(timeout).tls_certs_merge(certs.clone()))
+        })),
+        configure_request: None,
+    };
+    options.backend = Some(Arc::new(Mutex::new(backend)));
+    Ok(Some(Box::new(options)))
+}
+
+/// The key and known hosts written for one SSH connection (removed on drop), and the `ssh`
+/// command that uses only them: no agent, no user or system configuration, strict host key
+/// checking, no prompts, and bounded by the timeout.
+struct SshSession {
+    dir: tempfile::TempDir,
+}
+
+impl SshSession {
+    fn start(
+        work: &Path,
+        ssh: &SshAuth,
+        timeout: Duration,
+        repo: &mut gix::Repository,
+    ) -> Result<Self, GitError> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let local = |e: &dyn std::fmt::Display| GitError::Local {
+            path: work.to_path_buf(),
+            message: e.to_string(),
+        };
+        std::fs::create_dir_all(work).map_err(|e| local(&e))?;
+        let dir = tempfile::Builder::new()
+            .prefix("ssh-")
+            .tempdir_in(work)
+            .map_err(|e| local(&e))?;
+        let identity = dir.path().join("identity");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&identity)
+            .and_then(|mut f| f.write_all(&ssh.identity))
+            .map_err(|e| local(&e))?;
+        let known_hosts = dir.path().join("known_hosts");
+        std::fs::write(&known_hosts, &ssh.known_hosts).map_err(|e| local(&e))?;
+        let log = dir.path().join("log");
+        let secs = timeout.as_secs().max(1);
+        let command = format!(
+            "timeout --kill-after=2 {secs} ssh -F /dev/null -o IdentitiesOnly=yes -o IdentityAgent=none \
+             -o IdentityFile={} -o UserKnownHostsFile={} -o GlobalKnownHostsFile=/dev/null \
+             -o StrictHostKeyChecking=yes -o UpdateHostKeys=no -o BatchMode=yes -o ConnectTimeout={secs} -E {}",
+            shell_quote(&identity),
+            shell_quote(&known_hosts),
+            shell_quote(&log),
+        );
+        let mut config = repo.config_snapshot_mut();
+        config
+            .set_value(&gix::config::tree::Core::SSH_COMMAND, command.as_str())
+            .and_then(|_| config.set_value(&gix::config::tree::Ssh::VARIANT, "ssh"))
+            .map_err(|e| local(&e))?;
+        config.commit().map_err(|e| local(&e))?;
+        Ok(Self { dir })
+    }
+
+    /// What `ssh` logged: why a connection was refused.
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
+    }
+}
+
+/// An error and its sources, `: `-separated, skipping a source already spelled out by its parent.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        let text = e.to_string();
+        if !out.contains(&text) {
+            out = format!("{out}: {text}");
+        }
+        source = e.source();
+    }
+    out
+}
+
+fn shell_quote(path: &Path) -> String {
+    format!("'{}'", path.display().to_string().replace('\'', "'\\''"))
+}
+
+/// Names the cause of a failed connection, from the transport's message, what the credentials
+/// callback saw, and `ssh`'s log.
+fn classify(
+    url: String,
+    what: &str,
+    message: String,
+    prompted: Prompted,
+    auth: &Auth,
+    ssh_log: &str,
+    timeout: Duration,
+) -> GitError {
+    let ssh_lines = || {
+        ssh_log
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let lower = message.to_ascii_lowercase();
+    if [
+        "host key verification failed",
+        "remote host identification has changed",
+        "host key is known",
+    ]
+    .iter()
+    .any(|m| ssh_log.to_ascii_lowercase().contains(m))
+    {
+        return GitError::HostKey {
+            url,
+            message: ssh_lines(),
+        };
+    }
+    if ssh_log.contains("Permission denied") {
+        return GitError::AuthFailed {
+            url,
+            message: format!(
+                "the server rejected the key in 'identity' ({})",
+                ssh_lines()
+            ),
+        };
+    }
+    if prompted.asked || prompted.rejected || lower.contains("401") {
+        return if auth.basic.is_some() {
+            GitError::AuthFailed {
+                url,
+                message: "the server rejected the username and password".into(),
+            }
+        } else if auth.bearer_token.is_some() {
+            GitError::AuthFailed {
+                url,
+                message: "the server rejected the bearer token".into(),
+            }
+        } else {
+            GitError::AuthRequired { url }
+        };
+    }
+    if lower.contains("certificate") || lower.contains("unknownissuer") {
+        return GitError::Tls { url, message };
+    }
+    if lower.contains("timed out") || lower.contains("timeout") {
+        return GitError::Timeout {
+            url,
+            after: timeout,
+        };
+    }
+    let message = match ssh_lines() {
+        l if l.is_empty() => message,
+        l => format!("{message} ({l})"),
+    };
+    if what.is_empty() {
+        GitError::ListRefs { url, message }
+    } else {
+        GitError::Fetch {
+            url,
+            what: what.to_string(),
+            message,
+        }
+    }
 }
 
 fn to_remote_ref(r: &gix::protocol::handshake::Ref) -> Option<RemoteRef> {

@@ -3,11 +3,13 @@
 //! about Kubernetes: the agent turns CRDs into calls to these functions.
 
 pub mod artifact;
+pub mod auth;
 pub mod duration;
 pub mod git;
 pub mod ignore;
 pub mod reference;
 
 pub use artifact::{Artifact, File, Store, StoreError};
-pub use git::{GitError, GitFetcher};
+pub use auth::{Auth, AuthError};
+pub use git::{Access, GitError, GitFetcher};
 pub use reference::{GitRefSpec, RefError, RemoteRef, Resolved};

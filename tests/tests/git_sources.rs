@@ -2,8 +2,8 @@
 //! (`git http-backend`), and `file://`.
 
 use anyhow::Result;
-use skewer_e2e::{GitServer, Repo};
-use skewer_sources::{GitFetcher, GitRefSpec, Store};
+use skewer_e2e::{GitServer, HttpOptions, Repo};
+use skewer_sources::{Access, Auth, GitFetcher, GitRefSpec, Store};
 
 fn sample(server: &GitServer) -> Result<(Repo, String)> {
     let repo = server.repo("sample")?;
@@ -23,15 +23,23 @@ fn sample(server: &GitServer) -> Result<(Repo, String)> {
 }
 
 fn fetch(url: &str, spec: &GitRefSpec) -> Result<(String, String, Vec<String>)> {
+    fetch_with(url, spec, &Access::default())
+}
+
+fn fetch_with(
+    url: &str,
+    spec: &GitRefSpec,
+    access: &Access,
+) -> Result<(String, String, Vec<String>)> {
     let work = tempfile::tempdir()?;
     let git = GitFetcher::new(work.path().join("git"));
     let refs = if spec.commit.is_some() && spec.branch.is_none() {
         vec![]
     } else {
-        git.list_remote("k", url)?
+        git.list_remote("k", url, access)?
     };
     let resolved = spec.resolve(&refs)?;
-    let files = git.fetch("k", url, &resolved)?;
+    let files = git.fetch("k", url, &resolved, access)?;
     let store = Store::new(work.path().join("artifacts"));
     let artifact = store.put("k", &resolved.revision, &files)?;
     let cm = files
@@ -167,8 +175,10 @@ fn sourceignore_shapes_the_artifact_and_its_digest() -> Result<()> {
     let build = || -> Result<(String, Vec<String>)> {
         let work = tempfile::tempdir()?;
         let git = GitFetcher::new(work.path());
-        let resolved = GitRefSpec::default().resolve(&git.list_remote("k", &repo.url)?)?;
-        let files = skewer_sources::ignore::filter(git.fetch("k", &repo.url, &resolved)?, None);
+        let access = Access::default();
+        let resolved = GitRefSpec::default().resolve(&git.list_remote("k", &repo.url, &access)?)?;
+        let files =
+            skewer_sources::ignore::filter(git.fetch("k", &repo.url, &resolved, &access)?, None);
         let artifact = Store::new(work.path().join("a")).put("k", &resolved.revision, &files)?;
         let mut paths: Vec<String> = files.into_iter().map(|f| f.path).collect();
         paths.sort();
@@ -186,5 +196,179 @@ fn sourceignore_shapes_the_artifact_and_its_digest() -> Result<()> {
     repo.write(".github/workflows/ci.yml", "on: pull_request\n")?;
     repo.commit("only ignored files")?;
     assert_eq!(build()?.0, digest);
+    Ok(())
+}
+
+fn secret(pairs: &[(&str, &str)]) -> Result<Access> {
+    let data = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+        .collect();
+    Ok(Access {
+        auth: Auth::from_secret_data(&data)?,
+        ..Access::default()
+    })
+}
+
+fn branch() -> GitRefSpec {
+    GitRefSpec {
+        branch: Some("main".into()),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn https_with_a_private_ca_basic_auth_and_bearer_token() -> Result<()> {
+    let server = GitServer::start_http_with(&HttpOptions {
+        basic: Some(("deploy".into(), "s3cret".into())),
+        token: Some("tok-123".into()),
+        tls: true,
+    })?;
+    let (repo, _) = sample(&server)?;
+    assert!(repo.url.starts_with("https://"));
+    let ca = server.ca_pem().unwrap_or_default();
+    let with_ca = |pairs: &[(&str, &str)]| {
+        let mut pairs = pairs.to_vec();
+        pairs.push(("ca.crt", ca));
+        secret(&pairs)
+    };
+
+    let good = with_ca(&[("username", "deploy"), ("password", "s3cret")])?;
+    let (rev, digest, _) = fetch_with(&repo.url, &branch(), &good)?;
+    assert!(rev.starts_with("main@sha1:"), "{rev}");
+    let token = with_ca(&[("bearerToken", "tok-123")])?;
+    assert_eq!(fetch_with(&repo.url, &branch(), &token)?.1, digest);
+
+    let untrusted = secret(&[("username", "deploy"), ("password", "s3cret")])?;
+    let err = fetch_with(&repo.url, &branch(), &untrusted).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with(&format!("TLS certificate of {} is not trusted", repo.url)),
+        "{err}"
+    );
+    let err = fetch_with(&repo.url, &branch(), &with_ca(&[])?).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{} requires authentication and no credentials were given (set spec.secretRef)",
+            repo.url
+        )
+    );
+    let wrong = with_ca(&[("username", "deploy"), ("password", "nope")])?;
+    let err = fetch_with(&repo.url, &branch(), &wrong).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "authentication to {} failed: the server rejected the username and password",
+            repo.url
+        )
+    );
+    assert!(!format!("{err:?}").contains("nope"), "{err:?}");
+    let wrong = with_ca(&[("bearerToken", "tok-999")])?;
+    let err = fetch_with(&repo.url, &branch(), &wrong).unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with("the server rejected the bearer token"),
+        "{err}"
+    );
+
+    // Plain HTTP never carries credentials.
+    let plain = GitServer::start_http()?;
+    let (repo, _) = sample(&plain)?;
+    let err = fetch_with(&repo.url, &branch(), &secret(&[("bearerToken", "t")])?).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "credentials are never sent in clear text: use an https:// URL"
+    );
+    Ok(())
+}
+
+#[test]
+fn ssh_with_a_deploy_key_and_known_hosts() -> Result<()> {
+    let keys = tempfile::tempdir()?;
+    let key = |name: &str, passphrase: &str| -> Result<(String, String)> {
+        let path = keys.path().join(name).display().to_string();
+        skewer_e2e::git::run(
+            "ssh-keygen",
+            &[
+                "-q", "-t", "ed25519", "-N", passphrase, "-C", name, "-f", &path,
+            ],
+        )?;
+        Ok((
+            std::fs::read_to_string(&path)?,
+            std::fs::read_to_string(format!("{path}.pub"))?,
+        ))
+    };
+    let (deploy, deploy_pub) = key("deploy", "")?;
+    let (locked, locked_pub) = key("locked", "open sesame")?;
+    let (stranger, _) = key("stranger", "")?;
+    let server = GitServer::start_ssh(&format!("{deploy_pub}{locked_pub}"))?;
+    let (repo, _) = sample(&server)?;
+    let known_hosts = server.known_hosts().unwrap_or_default().to_string();
+
+    let access = secret(&[("identity", &deploy), ("known_hosts", &known_hosts)])?;
+    let (rev, digest, _) = fetch_with(&repo.url, &branch(), &access)?;
+    assert!(rev.starts_with("main@sha1:"), "{rev}");
+    let access = secret(&[
+        ("identity", &locked),
+        ("password", "open sesame"),
+        ("known_hosts", &known_hosts),
+    ])?;
+    assert_eq!(fetch_with(&repo.url, &branch(), &access)?.1, digest);
+
+    let access = secret(&[("identity", &stranger), ("known_hosts", &known_hosts)])?;
+    let err = fetch_with(&repo.url, &branch(), &access).unwrap_err();
+    assert!(
+        err.to_string().starts_with(&format!(
+            "authentication to {} failed: the server rejected the key in 'identity'",
+            repo.url
+        )),
+        "{err}"
+    );
+    // Another host's key under this address: refused, never trusted on first use.
+    let (_, other_pub) = key("other-host", "")?;
+    let port = known_hosts.split_whitespace().next().unwrap_or_default();
+    let other = other_pub
+        .split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let access = secret(&[
+        ("identity", &deploy),
+        ("known_hosts", &format!("{port} {other}\n")),
+    ])?;
+    let err = fetch_with(&repo.url, &branch(), &access).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with(&format!("host key of {} is not trusted", repo.url)),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_hung_server_fails_the_fetch_at_the_timeout() -> Result<()> {
+    // Accepts connections and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let port = listener.local_addr()?.port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let access = Access {
+        timeout: std::time::Duration::from_secs(1),
+        ..Access::default()
+    };
+    let url = format!("http://127.0.0.1:{port}/hung.git");
+    let started = std::time::Instant::now();
+    let err = fetch_with(&url, &branch(), &access).unwrap_err();
+    assert_eq!(err.to_string(), format!("{url} did not answer within 1s"));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "gave up after {:?}",
+        started.elapsed()
+    );
     Ok(())
 }

@@ -5,12 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use skewer_sources::reference::revision_commit;
-use skewer_sources::{GitError, GitRefSpec, RefError, Resolved};
+use skewer_sources::{Access, Auth, GitError, GitRefSpec, RefError, Resolved};
 use tracing::{info, warn};
 
 use super::{Context, Error, duration};
@@ -37,6 +38,8 @@ enum FetchError {
     Invalid(String),
     #[error("fetch task failed: {0}")]
     Task(String),
+    #[error("{0}")]
+    Secret(String),
 }
 
 impl FetchError {
@@ -44,6 +47,14 @@ impl FetchError {
         match self {
             FetchError::Invalid(_) => "InvalidSpec",
             FetchError::Store(_) => "StorageOperationFailed",
+            FetchError::Secret(_)
+            | FetchError::Git(
+                GitError::Credentials(_)
+                | GitError::AuthRequired { .. }
+                | GitError::AuthFailed { .. }
+                | GitError::HostKey { .. }
+                | GitError::Tls { .. },
+            ) => "AuthenticationFailed",
             _ => "GitOperationFailed",
         }
     }
@@ -158,12 +169,18 @@ async fn fetch(
         Some(t) => duration("timeout", t).map_err(FetchError::Invalid)?,
         None => Duration::from_secs(60),
     };
-    // Refused rather than ignored until implemented (issue 4).
-    if spec.secret_ref.is_some() {
-        return Err(FetchError::Invalid(
-            "spec.secretRef: authentication is not supported yet".into(),
-        ));
-    }
+    let auth = match &spec.secret_ref {
+        Some(r) => {
+            read_auth(
+                &ctx.client,
+                repo.namespace().as_deref().unwrap_or_default(),
+                &r.name,
+            )
+            .await?
+        }
+        None => Auth::none(),
+    };
+    let access = Access { auth, timeout };
     let r = spec.reference.clone().unwrap_or_default();
     let refspec = GitRefSpec {
         branch: r.branch,
@@ -187,15 +204,17 @@ async fn fetch(
             let resolved: Resolved = if refspec.commit.is_some() && refspec.branch.is_none() {
                 refspec.resolve(&[])?
             } else {
-                refspec.resolve(&git.list_remote(&k, &url)?)?
+                refspec.resolve(&git.list_remote(&k, &url, &access)?)?
             };
             if is_current(previous.as_ref(), &resolved, |digest| {
                 store.path_of(&k, digest).exists()
             }) {
                 return Ok(None);
             }
-            let files =
-                skewer_sources::ignore::filter(git.fetch(&k, &url, &resolved)?, ignore.as_deref());
+            let files = skewer_sources::ignore::filter(
+                git.fetch(&k, &url, &resolved, &access)?,
+                ignore.as_deref(),
+            );
             let stored = store.put(&k, &resolved.revision, &files)?;
             store.gc(&k, &stored.digest)?;
             Ok(Some(ArtifactStatus {
@@ -214,6 +233,27 @@ async fn fetch(
         Ok(Err(join)) => Err(FetchError::Task(join.to_string())),
         Err(_) => Err(FetchError::Timeout(timeout)),
     }
+}
+
+/// The credentials in the Secret `name`. Its absence or a bad key is a failure retried on the
+/// interval (the Secret may be created or fixed later), naming the Secret and the key.
+async fn read_auth(client: &Client, ns: &str, name: &str) -> Result<Auth, FetchError> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let secret = api
+        .get_opt(name)
+        .await
+        .map_err(|e| FetchError::Secret(format!("cannot read secret '{ns}/{name}': {e}")))?
+        .ok_or_else(|| {
+            FetchError::Secret(format!("spec.secretRef: secret '{ns}/{name}' not found"))
+        })?;
+    let data = secret
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.0))
+        .collect();
+    Auth::from_secret_data(&data)
+        .map_err(|e| FetchError::Secret(format!("secret '{ns}/{name}': {e}")))
 }
 
 /// Whether the stored artifact already is the resolved revision (so nothing is fetched).
