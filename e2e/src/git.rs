@@ -8,8 +8,14 @@ use std::process::{Child, Command, Stdio};
 use anyhow::{Context as _, Result, bail};
 
 fn git(dir: &Path, args: &[&str]) -> Result<String> {
+    git_with(dir, &[], args)
+}
+
+/// Runs git in `dir` with extra environment variables (like `GNUPGHOME`).
+fn git_with(dir: &Path, envs: &[(&str, &Path)], args: &[&str]) -> Result<String> {
     let out = Command::new("git")
         .current_dir(dir)
+        .envs(envs.iter().map(|(k, v)| (k, v)))
         .args([
             "-c",
             "user.name=e2e",
@@ -19,6 +25,8 @@ fn git(dir: &Path, args: &[&str]) -> Result<String> {
             "init.defaultBranch=main",
             "-c",
             "commit.gpgsign=false",
+            "-c",
+            "tag.gpgsign=false",
         ])
         .args(args)
         .output()
@@ -27,6 +35,98 @@ fn git(dir: &Path, args: &[&str]) -> Result<String> {
         bail!("git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// A key that signs commits and tags: a fresh gpg keyring, or an SSH key (`gpg.format ssh`).
+pub struct Signer {
+    dir: tempfile::TempDir,
+    gpg: bool,
+    /// The armored OpenPGP public key, or the OpenSSH public key line.
+    pub public_key: String,
+    /// The OpenPGP fingerprint (hex), or the SSH key's `SHA256:` fingerprint.
+    pub fingerprint: String,
+}
+
+impl Signer {
+    /// An ed25519 OpenPGP key in its own `GNUPGHOME`.
+    pub fn gpg() -> Result<Self> {
+        let dir = tempfile::Builder::new().prefix("gpg").tempdir_in("/tmp")?;
+        let home = dir.path().display().to_string();
+        let gpg = |args: &[&str]| {
+            let mut all = vec!["--homedir", home.as_str(), "--batch", "--quiet"];
+            all.extend_from_slice(args);
+            run("gpg", &all)
+        };
+        gpg(&[
+            "--passphrase",
+            "",
+            "--quick-gen-key",
+            "e2e <e2e@skewer.dev>",
+            "ed25519",
+            "sign",
+            "never",
+        ])?;
+        let listing = gpg(&["--with-colons", "--list-keys"])?;
+        let fingerprint = listing
+            .lines()
+            .find_map(|l| l.strip_prefix("fpr:"))
+            .map(|l| l.trim_matches(':').to_string())
+            .context("gpg listed no fingerprint")?;
+        let public_key = gpg(&["--armor", "--export", &fingerprint])?;
+        Ok(Self {
+            dir,
+            gpg: true,
+            public_key,
+            fingerprint,
+        })
+    }
+
+    /// An ed25519 SSH key.
+    pub fn ssh() -> Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let key = dir.path().join("signer").display().to_string();
+        run(
+            "ssh-keygen",
+            &["-q", "-t", "ed25519", "-N", "", "-C", "signer", "-f", &key],
+        )?;
+        let public_key = std::fs::read_to_string(format!("{key}.pub"))?;
+        let fingerprint = run("ssh-keygen", &["-l", "-E", "sha256", "-f", &key])?
+            .split_whitespace()
+            .nth(1)
+            .context("ssh-keygen -l printed no fingerprint")?
+            .to_string();
+        Ok(Self {
+            dir,
+            gpg: false,
+            public_key,
+            fingerprint,
+        })
+    }
+
+    fn git(&self, dir: &Path, args: &[&str]) -> Result<String> {
+        if self.gpg {
+            git_with(dir, &[("GNUPGHOME", self.dir.path())], args)
+        } else {
+            let key = format!(
+                "user.signingkey={}",
+                self.dir.path().join("signer").display()
+            );
+            let mut all = vec!["-c", "gpg.format=ssh", "-c", key.as_str()];
+            all.extend_from_slice(args);
+            git(dir, &all)
+        }
+    }
+}
+
+impl Drop for Signer {
+    fn drop(&mut self) {
+        if self.gpg {
+            let _ = Command::new("gpgconf")
+                .env("GNUPGHOME", self.dir.path())
+                .args(["--kill", "gpg-agent"])
+                .output();
+        }
+    }
 }
 
 /// Serves bare repositories on loopback over `git://` (git daemon) or smart HTTP
@@ -371,6 +471,44 @@ impl Repo {
         Ok(())
     }
 
+    /// Commits everything signed by `signer` and pushes `main`; returns the commit id.
+    pub fn commit_signed(&self, message: &str, signer: &Signer) -> Result<String> {
+        git(self.work.path(), &["add", "-A"])?;
+        signer.git(
+            self.work.path(),
+            &["commit", "-q", "-S", "--allow-empty", "-m", message],
+        )?;
+        self.push_main()
+    }
+
+    /// Creates a tag signed by `signer` at HEAD and pushes it.
+    pub fn tag_signed(&self, name: &str, signer: &Signer) -> Result<()> {
+        signer.git(self.work.path(), &["tag", "-s", name, "-m", name])?;
+        git(
+            self.work.path(),
+            &["push", "-q", "origin", &format!("refs/tags/{name}")],
+        )?;
+        Ok(())
+    }
+
+    /// Creates a lightweight tag at HEAD and pushes it.
+    pub fn tag_lightweight(&self, name: &str) -> Result<()> {
+        git(self.work.path(), &["tag", name])?;
+        git(
+            self.work.path(),
+            &["push", "-q", "origin", &format!("refs/tags/{name}")],
+        )?;
+        Ok(())
+    }
+
+    fn push_main(&self) -> Result<String> {
+        git(
+            self.work.path(),
+            &["push", "-q", "-f", "origin", "HEAD:refs/heads/main"],
+        )?;
+        git(self.work.path(), &["rev-parse", "HEAD"])
+    }
+
     /// Commits everything and pushes `main`; returns the commit id.
     pub fn commit(&self, message: &str) -> Result<String> {
         git(self.work.path(), &["add", "-A"])?;
@@ -378,10 +516,6 @@ impl Repo {
             self.work.path(),
             &["commit", "-q", "--allow-empty", "-m", message],
         )?;
-        git(
-            self.work.path(),
-            &["push", "-q", "-f", "origin", "HEAD:refs/heads/main"],
-        )?;
-        git(self.work.path(), &["rev-parse", "HEAD"])
+        self.push_main()
     }
 }

@@ -14,7 +14,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use tokio::time::{Instant, sleep};
 
-pub use git::{GitServer, HttpOptions, Repo};
+pub use git::{GitServer, HttpOptions, Repo, Signer};
 
 /// The workspace root.
 pub fn root() -> PathBuf {

@@ -44,8 +44,36 @@ pub enum GitError {
         what: String,
         message: String,
     },
-    #[error("commit {commit} cannot be read after fetching: {message}")]
+    #[error("tag '{name}' is a lightweight tag: only annotated tags carry signatures")]
+    NotAnnotated { name: String },
+    #[error("{commit} cannot be read after fetching: {message}")]
     Read { commit: String, message: String },
+}
+
+/// A fetched object whose signature is checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Signed {
+    /// A commit id (hex).
+    Commit(String),
+    /// The annotated tag of this name, as last fetched.
+    Tag(String),
+}
+
+impl std::fmt::Display for Signed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Signed::Commit(id) => write!(f, "commit {}", &id[..id.len().min(12)]),
+            Signed::Tag(name) => write!(f, "tag '{name}'"),
+        }
+    }
+}
+
+/// A signature (if any) and the exact bytes it signs.
+#[derive(Debug, Clone)]
+pub struct SignedPayload {
+    pub object: String,
+    pub signature: Option<Vec<u8>>,
+    pub payload: Vec<u8>,
 }
 
 /// How to reach a remote: its credentials, and a bound on each network operation.
@@ -156,6 +184,50 @@ impl GitFetcher {
             },
         )?;
         read_tree(&repo, &resolved.commit)
+    }
+
+    /// The signature and signed bytes of a fetched commit, or of the annotated tag the last
+    /// fetch wrote (its ref pointed at a tag object).
+    pub fn signed(&self, key: &str, object: &Signed) -> Result<SignedPayload, GitError> {
+        let repo = self.repo(key)?;
+        let read = |e: &dyn std::fmt::Display| GitError::Read {
+            commit: object.to_string(),
+            message: e.to_string(),
+        };
+        match object {
+            Signed::Commit(hex) => {
+                let id = gix::ObjectId::from_hex(hex.as_bytes()).map_err(|e| read(&e))?;
+                let commit = repo.find_commit(id).map_err(|e| read(&e))?;
+                let (signature, payload) = match commit.signature().map_err(|e| read(&e))? {
+                    Some((sig, data)) => (Some(sig.to_vec()), data.to_bstring().to_vec()),
+                    None => (None, commit.data.clone()),
+                };
+                Ok(SignedPayload {
+                    object: object.to_string(),
+                    signature,
+                    payload,
+                })
+            }
+            Signed::Tag(name) => {
+                let id = repo
+                    .find_reference(LOCAL_REF)
+                    .map_err(|e| read(&e))?
+                    .target()
+                    .try_id()
+                    .map(ToOwned::to_owned)
+                    .ok_or_else(|| read(&"the fetched ref is symbolic"))?;
+                let found = repo.find_object(id).map_err(|e| read(&e))?;
+                if found.kind != gix::object::Kind::Tag {
+                    return Err(GitError::NotAnnotated { name: name.clone() });
+                }
+                let (payload, signature) = crate::verify::split_tag_signature(&found.data);
+                Ok(SignedPayload {
+                    object: object.to_string(),
+                    signature,
+                    payload,
+                })
+            }
+        }
     }
 
     /// Connects to `url` with `access` applied (credentials, CA, SSH key and host keys,

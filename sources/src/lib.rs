@@ -8,8 +8,10 @@ pub mod duration;
 pub mod git;
 pub mod ignore;
 pub mod reference;
+pub mod verify;
 
 pub use artifact::{Artifact, File, Store, StoreError};
 pub use auth::{Auth, AuthError};
-pub use git::{Access, GitError, GitFetcher};
+pub use git::{Access, GitError, GitFetcher, Signed, SignedPayload};
 pub use reference::{GitRefSpec, RefError, RemoteRef, Resolved};
+pub use verify::{Keyring, Verified, VerifyError, VerifyMode};

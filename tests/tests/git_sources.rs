@@ -2,8 +2,10 @@
 //! (`git http-backend`), and `file://`.
 
 use anyhow::Result;
-use skewer_e2e::{GitServer, HttpOptions, Repo};
-use skewer_sources::{Access, Auth, GitFetcher, GitRefSpec, Store};
+use skewer_e2e::{GitServer, HttpOptions, Repo, Signer};
+use skewer_sources::{
+    Access, Auth, GitFetcher, GitRefSpec, Keyring, Resolved, Signed, Store, Verified, VerifyError,
+};
 
 fn sample(server: &GitServer) -> Result<(Repo, String)> {
     let repo = server.repo("sample")?;
@@ -370,5 +372,120 @@ fn a_hung_server_fails_the_fetch_at_the_timeout() -> Result<()> {
         "gave up after {:?}",
         started.elapsed()
     );
+    Ok(())
+}
+
+/// Fetches `main` (or the tag) and checks the fetched object's signature against `keys`.
+fn verify(
+    url: &str,
+    spec: &GitRefSpec,
+    object: impl Fn(&Resolved) -> Signed,
+    keys: &Keyring,
+) -> Result<Result<Verified, VerifyError>> {
+    let work = tempfile::tempdir()?;
+    let git = GitFetcher::new(work.path());
+    let access = Access::default();
+    let resolved = spec.resolve(&git.list_remote("k", url, &access)?)?;
+    git.fetch("k", url, &resolved, &access)?;
+    let signed = git.signed("k", &object(&resolved))?;
+    Ok(keys.verify(&signed.object, signed.signature.as_deref(), &signed.payload))
+}
+
+fn keyring(pairs: &[(&str, &str)]) -> Result<Keyring> {
+    let data = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+        .collect();
+    Ok(Keyring::from_secret_data(&data)?)
+}
+
+#[test]
+fn signed_commits_and_tags_verify_in_process() -> Result<()> {
+    let gpg = Signer::gpg()?;
+    let ssh = Signer::ssh()?;
+    let stranger = Signer::ssh()?;
+    let keys = keyring(&[
+        ("team.asc", &gpg.public_key),
+        ("ci.sshpub", &ssh.public_key),
+    ])?;
+    let daemon = GitServer::start()?;
+    let repo = daemon.repo("signed")?;
+    let head = |r: &Resolved| Signed::Commit(r.commit.clone());
+    let main = branch();
+
+    repo.write("cm.yaml", "kind: ConfigMap\n")?;
+    let c = repo.commit_signed("by gpg", &gpg)?;
+    let v = verify(&repo.url, &main, head, &keys)?.map_err(anyhow::Error::from)?;
+    assert_eq!(v.fingerprint, gpg.fingerprint);
+    assert_eq!(v.key, "team.asc");
+    assert_eq!(v.object, format!("commit {}", &c[..12]));
+
+    repo.write("cm.yaml", "kind: ConfigMap\ndata: {}\n")?;
+    repo.commit_signed("by ssh", &ssh)?;
+    let v = verify(&repo.url, &main, head, &keys)?.map_err(anyhow::Error::from)?;
+    assert_eq!(v.fingerprint, ssh.fingerprint);
+    assert_eq!(v.key, "ci.sshpub");
+
+    repo.commit_signed("by a stranger", &stranger)?;
+    let err = verify(&repo.url, &main, head, &keys)?.unwrap_err();
+    assert!(
+        matches!(&err, VerifyError::UnknownKey { signer, .. } if signer.contains(&stranger.fingerprint)),
+        "{err}"
+    );
+    let c = repo.commit("unsigned")?;
+    assert_eq!(
+        verify(&repo.url, &main, head, &keys)?
+            .unwrap_err()
+            .to_string(),
+        format!("commit {} is not signed", &c[..12])
+    );
+
+    // A signed tag in Tag mode; the commit it points at is unsigned.
+    repo.tag_signed("v1.0.0", &gpg)?;
+    let tag = GitRefSpec {
+        tag: Some("v1.0.0".into()),
+        ..Default::default()
+    };
+    let v = verify(&repo.url, &tag, |_| Signed::Tag("v1.0.0".into()), &keys)?
+        .map_err(anyhow::Error::from)?;
+    assert_eq!(v.object, "tag 'v1.0.0'");
+    assert_eq!(v.fingerprint, gpg.fingerprint);
+
+    repo.tag_lightweight("v1.0.1")?;
+    let light = GitRefSpec {
+        tag: Some("v1.0.1".into()),
+        ..Default::default()
+    };
+    let err = verify(&repo.url, &light, |_| Signed::Tag("v1.0.1".into()), &keys).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "tag 'v1.0.1' is a lightweight tag: only annotated tags carry signatures"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_tampered_payload_is_a_bad_signature() -> Result<()> {
+    for signer in [Signer::gpg()?, Signer::ssh()?] {
+        let daemon = GitServer::start()?;
+        let repo = daemon.repo("tampered")?;
+        repo.write("cm.yaml", "kind: ConfigMap\n")?;
+        let commit = repo.commit_signed("signed", &signer)?;
+        let work = tempfile::tempdir()?;
+        let git = GitFetcher::new(work.path());
+        let access = Access::default();
+        let resolved = branch().resolve(&git.list_remote("k", &repo.url, &access)?)?;
+        git.fetch("k", &repo.url, &resolved, &access)?;
+        let signed = git.signed("k", &Signed::Commit(commit))?;
+        let keys = keyring(&[("k.asc", &signer.public_key)])
+            .or_else(|_| keyring(&[("k.sshpub", &signer.public_key)]))?;
+        let mut payload = signed.payload.clone();
+        let at = payload.len() - 2;
+        payload[at] ^= 1;
+        let err = keys
+            .verify(&signed.object, signed.signature.as_deref(), &payload)
+            .unwrap_err();
+        assert!(matches!(err, VerifyError::BadSignature { .. }), "{err}");
+    }
     Ok(())
 }
