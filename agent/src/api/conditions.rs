@@ -8,6 +8,7 @@ pub const READY: &str = "Ready";
 pub const RECONCILING: &str = "Reconciling";
 pub const STALLED: &str = "Stalled";
 pub const HEALTHY: &str = "Healthy";
+pub const SOURCE_VERIFIED: &str = "SourceVerified";
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -34,6 +34,9 @@ pub struct GitRepositorySpec {
     pub timeout: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<LocalObjectReference>,
+    /// Only fetch revisions signed by one of the keys in a Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<GitRepositoryVerification>,
     /// gitignore-style patterns of files to leave out of the artifact.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ignore: Option<String>,
@@ -43,6 +46,29 @@ pub struct GitRepositorySpec {
 
 pub fn default_interval() -> String {
     "1m".into()
+}
+
+/// Signature verification: what must be signed, and the trusted keys (`*.asc` OpenPGP public
+/// keys, `*.sshpub` OpenSSH public keys) in a Secret.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GitRepositoryVerification {
+    #[serde(default)]
+    pub mode: VerificationMode,
+    pub secret_ref: LocalObjectReference,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum VerificationMode {
+    /// The commit the artifact is built from.
+    #[default]
+    #[serde(rename = "HEAD")]
+    Head,
+    /// The annotated tag named by `ref.tag` or `ref.semver`.
+    Tag,
+    /// Both the tag and the commit.
+    #[serde(rename = "TagAndHEAD")]
+    TagAndHead,
 }
 
 /// Which revision to fetch. Precedence (as Flux): commit, name, semver, tag, branch.

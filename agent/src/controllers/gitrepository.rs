@@ -1,6 +1,7 @@
 //! GitRepository reconciler: list the remote's refs, and fetch and store an artifact only
 //! when the resolved commit differs from the one already stored.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,12 +12,14 @@ use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use skewer_sources::reference::revision_commit;
-use skewer_sources::{Access, Auth, GitError, GitRefSpec, RefError, Resolved};
+use skewer_sources::{
+    Access, Auth, GitError, GitRefSpec, Keyring, RefError, Resolved, Signed, Verified,
+};
 use tracing::{info, warn};
 
 use super::{Context, Error, duration};
-use crate::api::conditions::{self, READY};
-use crate::api::gitrepository::ArtifactStatus;
+use crate::api::conditions::{self, READY, SOURCE_VERIFIED};
+use crate::api::gitrepository::{ArtifactStatus, VerificationMode};
 use crate::api::{GitRepository, GitRepositoryStatus, RECONCILE_REQUESTED_AT};
 
 pub fn artifact_key(namespace: &str, name: &str) -> String {
@@ -40,6 +43,8 @@ enum FetchError {
     Task(String),
     #[error("{0}")]
     Secret(String),
+    #[error("{0}")]
+    Verify(String),
 }
 
 impl FetchError {
@@ -47,6 +52,9 @@ impl FetchError {
         match self {
             FetchError::Invalid(_) => "InvalidSpec",
             FetchError::Store(_) => "StorageOperationFailed",
+            FetchError::Verify(_) | FetchError::Git(GitError::NotAnnotated { .. }) => {
+                "VerificationError"
+            }
             FetchError::Secret(_)
             | FetchError::Git(
                 GitError::Credentials(_)
@@ -100,7 +108,7 @@ async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action
     let fetched =
         tracing::Instrument::instrument(fetch(&repo, &ctx, &key, &old), span.clone()).await;
     if let Ok(Some(a)) = &fetched {
-        span.record("revision", a.revision.as_str());
+        span.record("revision", a.artifact.revision.as_str());
     }
     ctx.metrics
         .fetch_duration
@@ -112,8 +120,32 @@ async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action
     };
     ctx.metrics
         .observe_reconcile("GitRepository", label, started.elapsed());
+    if repo.spec.verify.is_none() {
+        conditions::remove(&mut status.conditions, SOURCE_VERIFIED);
+    }
     match fetched {
-        Ok(Some(artifact)) => {
+        Ok(Some(Fetched { artifact, verified })) => {
+            if !verified.is_empty() {
+                let msg = verified
+                    .iter()
+                    .map(|v| {
+                        format!(
+                            "verified signature of {} by {} (key '{}')",
+                            v.object, v.fingerprint, v.key
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                info!(namespace = %ns, name = %name, "{msg}");
+                conditions::set(
+                    &mut status.conditions,
+                    SOURCE_VERIFIED,
+                    true,
+                    "Succeeded",
+                    &msg,
+                    generation,
+                );
+            }
             let msg = format!("stored artifact for revision '{}'", artifact.revision);
             info!(namespace = %ns, name = %name, revision = %artifact.revision, "{msg}");
             conditions::mark_ready(&mut status.conditions, "Succeeded", &msg, generation);
@@ -136,6 +168,16 @@ async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action
             let msg = e.to_string();
             warn!(namespace = %ns, name = %name, error = %msg, "fetch failed");
             let was = conditions::find(&old.conditions, READY).map(|c| c.message.clone());
+            if e.reason() == "VerificationError" {
+                conditions::set(
+                    &mut status.conditions,
+                    SOURCE_VERIFIED,
+                    false,
+                    e.reason(),
+                    &msg,
+                    generation,
+                );
+            }
             if matches!(e, FetchError::Invalid(_)) {
                 conditions::mark_stalled(&mut status.conditions, e.reason(), &msg, generation);
             } else {
@@ -157,28 +199,49 @@ async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action
     Ok(Action::requeue(interval))
 }
 
-/// Fetches a new artifact if the remote moved; `None` when the stored one is current.
+/// A newly stored artifact, and whose signatures it passed.
+struct Fetched {
+    artifact: ArtifactStatus,
+    verified: Vec<Verified>,
+}
+
+/// Fetches a new artifact if the remote moved; `None` when the stored one is current. With
+/// `spec.verify`, a revision whose signature does not verify is never stored.
 async fn fetch(
     repo: &GitRepository,
     ctx: &Context,
     key: &str,
     old: &GitRepositoryStatus,
-) -> Result<Option<ArtifactStatus>, FetchError> {
+) -> Result<Option<Fetched>, FetchError> {
     let spec = &repo.spec;
     let timeout = match &spec.timeout {
         Some(t) => duration("timeout", t).map_err(FetchError::Invalid)?,
         None => Duration::from_secs(60),
     };
+    let ns = repo.namespace().unwrap_or_default();
     let auth = match &spec.secret_ref {
         Some(r) => {
-            read_auth(
-                &ctx.client,
-                repo.namespace().as_deref().unwrap_or_default(),
-                &r.name,
-            )
-            .await?
+            let data = read_secret(&ctx.client, &ns, &r.name, "spec.secretRef").await?;
+            Auth::from_secret_data(&data)
+                .map_err(|e| FetchError::Secret(format!("secret '{ns}/{}': {e}", r.name)))?
         }
         None => Auth::none(),
+    };
+    let verify = match &spec.verify {
+        Some(v) => {
+            let data = read_secret(
+                &ctx.client,
+                &ns,
+                &v.secret_ref.name,
+                "spec.verify.secretRef",
+            )
+            .await?;
+            let keys = Keyring::from_secret_data(&data).map_err(|e| {
+                FetchError::Secret(format!("secret '{ns}/{}': {e}", v.secret_ref.name))
+            })?;
+            Some((v.mode, keys))
+        }
+        None => None,
     };
     let access = Access { auth, timeout };
     let r = spec.reference.clone().unwrap_or_default();
@@ -199,35 +262,37 @@ async fn fetch(
         .clone()
         .filter(|_| old.observed_generation == repo.metadata.generation);
     let ignore = spec.ignore.clone();
-    let work =
-        tokio::task::spawn_blocking(move || -> Result<Option<ArtifactStatus>, FetchError> {
-            let resolved: Resolved = if refspec.commit.is_some() && refspec.branch.is_none() {
-                refspec.resolve(&[])?
-            } else {
-                refspec.resolve(&git.list_remote(&k, &url, &access)?)?
-            };
-            if is_current(previous.as_ref(), &resolved, |digest| {
-                store.path_of(&k, digest).exists()
-            }) {
-                return Ok(None);
-            }
-            let files = skewer_sources::ignore::filter(
-                git.fetch(&k, &url, &resolved, &access)?,
-                ignore.as_deref(),
-            );
-            let stored = store.put(&k, &resolved.revision, &files)?;
-            store.gc(&k, &stored.digest)?;
-            Ok(Some(ArtifactStatus {
-                revision: stored.revision,
-                digest: stored.digest,
-                size: stored.size,
-                path: stored.path.display().to_string(),
-                last_update_time: jiff::Timestamp::now()
-                    .round(jiff::Unit::Second)
-                    .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
-                    .to_string(),
-            }))
-        });
+    let work = tokio::task::spawn_blocking(move || -> Result<Option<Fetched>, FetchError> {
+        let resolved: Resolved = if refspec.commit.is_some() && refspec.branch.is_none() {
+            refspec.resolve(&[])?
+        } else {
+            refspec.resolve(&git.list_remote(&k, &url, &access)?)?
+        };
+        if is_current(previous.as_ref(), &resolved, |digest| {
+            store.path_of(&k, digest).exists()
+        }) {
+            return Ok(None);
+        }
+        let files = git.fetch(&k, &url, &resolved, &access)?;
+        let verified = match &verify {
+            Some((mode, keys)) => check_signatures(&git, &k, &resolved, *mode, keys)?,
+            None => Vec::new(),
+        };
+        let files = skewer_sources::ignore::filter(files, ignore.as_deref());
+        let stored = store.put(&k, &resolved.revision, &files)?;
+        store.gc(&k, &stored.digest)?;
+        let artifact = ArtifactStatus {
+            revision: stored.revision,
+            digest: stored.digest,
+            size: stored.size,
+            path: stored.path.display().to_string(),
+            last_update_time: jiff::Timestamp::now()
+                .round(jiff::Unit::Second)
+                .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+                .to_string(),
+        };
+        Ok(Some(Fetched { artifact, verified }))
+    });
     match tokio::time::timeout(timeout, work).await {
         Ok(Ok(r)) => r,
         Ok(Err(join)) => Err(FetchError::Task(join.to_string())),
@@ -235,25 +300,61 @@ async fn fetch(
     }
 }
 
-/// The credentials in the Secret `name`. Its absence or a bad key is a failure retried on the
-/// interval (the Secret may be created or fixed later), naming the Secret and the key.
-async fn read_auth(client: &Client, ns: &str, name: &str) -> Result<Auth, FetchError> {
+/// Checks the signatures `mode` asks for on the fetched revision.
+fn check_signatures(
+    git: &skewer_sources::GitFetcher,
+    key: &str,
+    resolved: &Resolved,
+    mode: VerificationMode,
+    keys: &Keyring,
+) -> Result<Vec<Verified>, FetchError> {
+    let mut objects = Vec::new();
+    if matches!(mode, VerificationMode::Tag | VerificationMode::TagAndHead) {
+        let tag = resolved
+            .fetch_ref
+            .as_deref()
+            .and_then(|r| r.strip_prefix("refs/tags/"))
+            .ok_or_else(|| {
+                FetchError::Invalid(
+                    "spec.verify.mode: Tag verification needs spec.ref.tag or spec.ref.semver"
+                        .into(),
+                )
+            })?;
+        objects.push(Signed::Tag(tag.to_string()));
+    }
+    if matches!(mode, VerificationMode::Head | VerificationMode::TagAndHead) {
+        objects.push(Signed::Commit(resolved.commit.clone()));
+    }
+    objects
+        .iter()
+        .map(|object| {
+            let signed = git.signed(key, object)?;
+            keys.verify(&signed.object, signed.signature.as_deref(), &signed.payload)
+                .map_err(|e| FetchError::Verify(e.to_string()))
+        })
+        .collect()
+}
+
+/// The data of Secret `name`, named by the spec `field` that refers to it. Its absence is a
+/// failure retried on the interval (the Secret may be created later).
+async fn read_secret(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    field: &str,
+) -> Result<BTreeMap<String, Vec<u8>>, FetchError> {
     let api: Api<Secret> = Api::namespaced(client.clone(), ns);
     let secret = api
         .get_opt(name)
         .await
-        .map_err(|e| FetchError::Secret(format!("cannot read secret '{ns}/{name}': {e}")))?
-        .ok_or_else(|| {
-            FetchError::Secret(format!("spec.secretRef: secret '{ns}/{name}' not found"))
-        })?;
-    let data = secret
+        .map_err(|e| FetchError::Secret(format!("{field}: cannot read secret '{ns}/{name}': {e}")))?
+        .ok_or_else(|| FetchError::Secret(format!("{field}: secret '{ns}/{name}' not found")))?;
+    Ok(secret
         .data
         .unwrap_or_default()
         .into_iter()
         .map(|(k, v)| (k, v.0))
-        .collect();
-    Auth::from_secret_data(&data)
-        .map_err(|e| FetchError::Secret(format!("secret '{ns}/{name}': {e}")))
+        .collect())
 }
 
 /// Whether the stored artifact already is the resolved revision (so nothing is fetched).

@@ -1,0 +1,188 @@
+//! Issue 4 acceptance through the agent: a private repository over SSH with a deploy key from a
+//! Secret, and signed commits, where an unsigned commit stops the Kustomization at the last
+//! verified revision.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use common::*;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use skewer_agent::api::{GitRepository, GitRepositoryStatus};
+use skewer_e2e::git::run;
+use skewer_e2e::{GitServer, Signer, eventually, kc_apply};
+
+async fn put_secret(c: &kube::Client, ns: &str, name: &str, data: &[(&str, &str)]) -> Result<()> {
+    let api: Api<Secret> = Api::namespaced(c.clone(), ns);
+    let string_data: BTreeMap<String, String> = data
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let secret = serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": ns},
+        "stringData": string_data,
+    });
+    api.patch(
+        name,
+        &PatchParams::apply("e2e").force(),
+        &Patch::Apply(&secret),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn source_status(c: &kube::Client, ns: &str, name: &str) -> Result<GitRepositoryStatus> {
+    let api: Api<GitRepository> = Api::namespaced(c.clone(), ns);
+    Ok(api.get(name).await?.status.unwrap_or_default())
+}
+
+/// Waits until the GitRepository's condition `type_` has `status` and a message passing `pred`.
+async fn wait_source_condition(
+    c: &kube::Client,
+    ns: &str,
+    name: &str,
+    type_: &str,
+    status: &str,
+    pred: impl Fn(&str, &str) -> bool,
+) -> Result<(String, String)> {
+    eventually(
+        &format!("GitRepository {ns}/{name} {type_}={status}"),
+        WAIT,
+        || async {
+            let st = source_status(c, ns, name).await?;
+            match st.conditions.iter().find(|c| c.type_ == type_) {
+                Some(cond) if cond.status == status && pred(&cond.reason, &cond.message) => {
+                    Ok(Some((cond.reason.clone(), cond.message.clone())))
+                }
+                other => anyhow::bail!("{type_}: {other:?}"),
+            }
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn private_repository_over_ssh_with_a_deploy_key() -> Result<()> {
+    let ns = skewer_e2e::namespace("ssh")?;
+    let c = client().await;
+    let keys = tempfile::tempdir()?;
+    let keygen = |name: &str| -> Result<(String, String)> {
+        let path = keys.path().join(name).display().to_string();
+        run("ssh-keygen", &["-q", "-t", "ed25519", "-N", "", "-C", name, "-f", &path])?;
+        Ok((
+            std::fs::read_to_string(&path)?,
+            std::fs::read_to_string(format!("{path}.pub"))?,
+        ))
+    };
+    let (deploy, deploy_pub) = keygen("deploy")?;
+    let (stranger, _) = keygen("stranger")?;
+    let server = GitServer::start_ssh(&deploy_pub)?;
+    let repo = server.repo("private")?;
+    repo.write(
+        "cm.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\n  namespace: {ns}\n"),
+    )?;
+    let commit = repo.commit("private app")?;
+    let known_hosts = server.known_hosts().unwrap_or_default().to_string();
+    put_secret(
+        &c,
+        &ns,
+        "deploy-key",
+        &[("identity", &deploy), ("known_hosts", &known_hosts)],
+    )
+    .await?;
+
+    let _skewer = skewer_e2e::Skewer::start_with(&ns, &[])?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: GitRepository\nmetadata: {{name: src, namespace: {ns}}}\nspec:\n  url: {}\n  interval: 1s\n  ref: {{branch: main}}\n  secretRef: {{name: deploy-key}}\n",
+        repo.url
+    ))?;
+    kustomization(&ns, "app", "src", "./", "")?;
+    wait_applied(&c, &ns, "app", &commit).await?;
+    assert!(exists(&c, "v1", "ConfigMap", &ns, "cfg").await?.is_some());
+
+    // A key the server does not know: a condition that says so; nothing applied is touched.
+    put_secret(
+        &c,
+        &ns,
+        "deploy-key",
+        &[("identity", &stranger), ("known_hosts", &known_hosts)],
+    )
+    .await?;
+    let (reason, message) = wait_source_condition(&c, &ns, "src", "Ready", "False", |_, m| {
+        m.contains("rejected the key in 'identity'")
+    })
+    .await?;
+    assert_eq!(reason, "AuthenticationFailed");
+    assert!(!message.contains("PRIVATE KEY"), "{message}");
+    let st = status(&c, &ns, "app").await?;
+    assert!(st.last_applied_revision.is_some_and(|r| r.ends_with(&commit)));
+    assert!(exists(&c, "v1", "ConfigMap", &ns, "cfg").await?.is_some());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unsigned_commit_stops_at_the_last_verified_revision() -> Result<()> {
+    let f = Fixture::new("signed").await?;
+    let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
+    let signer = Signer::ssh()?;
+    let gpg = Signer::gpg()?;
+    put_secret(
+        c,
+        &ns,
+        "trusted",
+        &[("ci.sshpub", &signer.public_key), ("team.asc", &gpg.public_key)],
+    )
+    .await?;
+    for (path, content) in f.configmap() {
+        repo.write(&path, &content)?;
+    }
+    let signed = repo.commit_signed("signed", &signer)?;
+    let _skewer = skewer_e2e::Skewer::start_with(&ns, &[])?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: GitRepository\nmetadata: {{name: src, namespace: {ns}}}\nspec:\n  url: {}\n  interval: 1s\n  ref: {{branch: main}}\n  verify:\n    mode: HEAD\n    secretRef: {{name: trusted}}\n",
+        repo.url
+    ))?;
+    kustomization(&ns, "app", "src", "./", "  prune: true\n")?;
+    wait_applied(c, &ns, "app", &signed).await?;
+    let (_, message) =
+        wait_source_condition(c, &ns, "src", "SourceVerified", "True", |_, _| true).await?;
+    assert_eq!(
+        message,
+        format!(
+            "verified signature of commit {} by {} (key 'ci.sshpub')",
+            &signed[..12],
+            signer.fingerprint
+        )
+    );
+
+    // Unsigned: never stored, never applied, and the ConfigMap it drops is not pruned.
+    repo.remove("cm.yaml")?;
+    let unsigned = repo.commit("unsigned")?;
+    let (reason, message) =
+        wait_source_condition(c, &ns, "src", "SourceVerified", "False", |_, _| true).await?;
+    assert_eq!(reason, "VerificationError");
+    assert_eq!(message, format!("commit {} is not signed", &unsigned[..12]));
+    let st = source_status(c, &ns, "src").await?;
+    assert!(
+        st.artifact.is_some_and(|a| a.revision.ends_with(&signed)),
+        "the artifact stays at the verified revision"
+    );
+    let st = status(c, &ns, "app").await?;
+    assert!(st.last_applied_revision.is_some_and(|r| r.ends_with(&signed)));
+    assert!(exists(c, "v1", "ConfigMap", &ns, "cfg").await?.is_some());
+
+    // The next signed commit (by the OpenPGP key) goes through and prunes.
+    let next = repo.commit_signed("signed again", &gpg)?;
+    wait_applied(c, &ns, "app", &next).await?;
+    wait_source_condition(c, &ns, "src", "SourceVerified", "True", |_, m| {
+        m.contains(&gpg.fingerprint)
+    })
+    .await?;
+    assert!(exists(c, "v1", "ConfigMap", &ns, "cfg").await?.is_none());
+    Ok(())
+}
