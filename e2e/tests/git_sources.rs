@@ -72,7 +72,10 @@ async fn private_repository_over_ssh_with_a_deploy_key() -> Result<()> {
     let keys = tempfile::tempdir()?;
     let keygen = |name: &str| -> Result<(String, String)> {
         let path = keys.path().join(name).display().to_string();
-        run("ssh-keygen", &["-q", "-t", "ed25519", "-N", "", "-C", name, "-f", &path])?;
+        run(
+            "ssh-keygen",
+            &["-q", "-t", "ed25519", "-N", "", "-C", name, "-f", &path],
+        )?;
         Ok((
             std::fs::read_to_string(&path)?,
             std::fs::read_to_string(format!("{path}.pub"))?,
@@ -120,7 +123,10 @@ async fn private_repository_over_ssh_with_a_deploy_key() -> Result<()> {
     assert_eq!(reason, "AuthenticationFailed");
     assert!(!message.contains("PRIVATE KEY"), "{message}");
     let st = status(&c, &ns, "app").await?;
-    assert!(st.last_applied_revision.is_some_and(|r| r.ends_with(&commit)));
+    assert!(
+        st.last_applied_revision
+            .is_some_and(|r| r.ends_with(&commit))
+    );
     assert!(exists(&c, "v1", "ConfigMap", &ns, "cfg").await?.is_some());
     Ok(())
 }
@@ -135,7 +141,10 @@ async fn an_unsigned_commit_stops_at_the_last_verified_revision() -> Result<()> 
         c,
         &ns,
         "trusted",
-        &[("ci.sshpub", &signer.public_key), ("team.asc", &gpg.public_key)],
+        &[
+            ("ci.sshpub", &signer.public_key),
+            ("team.asc", &gpg.public_key),
+        ],
     )
     .await?;
     for (path, content) in f.configmap() {
@@ -173,7 +182,10 @@ async fn an_unsigned_commit_stops_at_the_last_verified_revision() -> Result<()> 
         "the artifact stays at the verified revision"
     );
     let st = status(c, &ns, "app").await?;
-    assert!(st.last_applied_revision.is_some_and(|r| r.ends_with(&signed)));
+    assert!(
+        st.last_applied_revision
+            .is_some_and(|r| r.ends_with(&signed))
+    );
     assert!(exists(c, "v1", "ConfigMap", &ns, "cfg").await?.is_some());
 
     // The next signed commit (by the OpenPGP key) goes through and prunes.
@@ -184,5 +196,83 @@ async fn an_unsigned_commit_stops_at_the_last_verified_revision() -> Result<()> 
     })
     .await?;
     assert!(exists(c, "v1", "ConfigMap", &ns, "cfg").await?.is_none());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reconcile_request_fetches_now_and_suspend_holds_the_source() -> Result<()> {
+    let f = Fixture::new("gitreq").await?;
+    let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
+    repo.write("a.txt", "one\n")?;
+    let first = repo.commit("one")?;
+    let skewer = skewer_e2e::Skewer::start_with(&ns, &[])?;
+    let source = |suspend: bool| {
+        kc_apply(&format!(
+            "apiVersion: skewer.dev/v1alpha1\nkind: GitRepository\nmetadata: {{name: src, namespace: {ns}}}\nspec:\n  url: {}\n  interval: 1h\n  suspend: {suspend}\n  ref: {{branch: main}}\n",
+            repo.url
+        ))
+    };
+    source(false)?;
+    let at = |commit: String| {
+        let c = c.clone();
+        let ns = ns.clone();
+        move || {
+            let (c, ns, commit) = (c.clone(), ns.clone(), commit.clone());
+            async move {
+                let st = source_status(&c, &ns, "src").await?;
+                match st.artifact {
+                    Some(a) if a.revision.ends_with(&commit) => {
+                        Ok(Some(st.last_handled_reconcile_at))
+                    }
+                    other => anyhow::bail!("artifact {other:?}"),
+                }
+            }
+        }
+    };
+    eventually("first artifact", WAIT, at(first.clone())).await?;
+
+    // The interval is an hour: only the annotation can fetch the new commit now.
+    let second = repo.commit("two")?;
+    skewer_e2e::kc(&[
+        "annotate",
+        "--overwrite",
+        "-n",
+        &ns,
+        "gitrepository",
+        "src",
+        "skewer.dev/reconcile-requested-at=r1",
+    ])?;
+    let handled = eventually("artifact after the request", WAIT, at(second.clone())).await?;
+    assert_eq!(handled.as_deref(), Some("r1"));
+
+    // Suspended: a request reaches the reconciler, which leaves the source alone.
+    let suspended = || skewer.logs().matches("reconciliation is suspended").count();
+    source(true)?;
+    eventually("the suspended reconcile", WAIT, || async {
+        Ok((suspended() >= 1).then_some(()))
+    })
+    .await?;
+    let third = repo.commit("three")?;
+    skewer_e2e::kc(&[
+        "annotate",
+        "--overwrite",
+        "-n",
+        &ns,
+        "gitrepository",
+        "src",
+        "skewer.dev/reconcile-requested-at=r2",
+    ])?;
+    eventually(
+        "the request to reach the suspended source",
+        WAIT,
+        || async { Ok((suspended() >= 2).then_some(())) },
+    )
+    .await?;
+    let st = source_status(c, &ns, "src").await?;
+    assert!(st.artifact.is_some_and(|a| a.revision.ends_with(&second)));
+    assert_eq!(st.last_handled_reconcile_at.as_deref(), Some("r1"));
+    source(false)?;
+    let handled = eventually("artifact after resuming", WAIT, at(third)).await?;
+    assert_eq!(handled.as_deref(), Some("r2"));
     Ok(())
 }

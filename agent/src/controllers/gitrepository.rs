@@ -89,6 +89,7 @@ async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action
     let old = repo.status.clone().unwrap_or_default();
     let mut status = old.clone();
     if repo.spec.suspend {
+        info!(namespace = %ns, name = %name, "reconciliation is suspended");
         return Ok(Action::await_change());
     }
     status.last_handled_reconcile_at = repo.annotations().get(RECONCILE_REQUESTED_AT).cloned();
