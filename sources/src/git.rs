@@ -140,6 +140,19 @@ impl GitFetcher {
             "+HEAD:refs/remotes/origin/HEAD",
         ];
         let mut repo = self.repo(key)?;
+        // Protocol v1 advertises every ref in its first response: one round trip, where v2
+        // needs a second request (ls-refs) and, over git:// and SSH, waits out a delayed ACK.
+        let mut config = repo.config_snapshot_mut();
+        config
+            .set_value(&gix::config::tree::Protocol::VERSION, "1")
+            .map_err(|e| GitError::Local {
+                path: self.work.join(key),
+                message: e.to_string(),
+            })?;
+        config.commit().map_err(|e| GitError::Local {
+            path: self.work.join(key),
+            message: e.to_string(),
+        })?;
         self.connected(&mut repo, url, &specs, access, "", |connection| {
             let options = gix::remote::ref_map::Options {
                 prefix_from_spec_as_filter_on_remote: false,

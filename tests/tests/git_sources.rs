@@ -489,3 +489,58 @@ fn a_tampered_payload_is_a_bad_signature() -> Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn any_ref_by_name_like_a_pull_request_head() -> Result<()> {
+    let daemon = GitServer::start()?;
+    let (repo, _) = sample(&daemon)?;
+    repo.write(
+        "apps/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: pr}\n",
+    )?;
+    skewer_e2e::git::run(
+        "git",
+        &[
+            "-C",
+            &repo.work.path().display().to_string(),
+            "-c",
+            "user.name=e2e",
+            "-c",
+            "user.email=e2e@skewer.dev",
+            "commit",
+            "-q",
+            "-am",
+            "proposed change",
+        ],
+    )?;
+    let head = skewer_e2e::git::run(
+        "git",
+        &[
+            "-C",
+            &repo.work.path().display().to_string(),
+            "rev-parse",
+            "HEAD",
+        ],
+    )?;
+    skewer_e2e::git::run(
+        "git",
+        &[
+            "-C",
+            &repo.work.path().display().to_string(),
+            "push",
+            "-q",
+            "origin",
+            "HEAD:refs/pull/42/head",
+        ],
+    )?;
+    let (rev, _, files) = fetch(
+        &repo.url,
+        &GitRefSpec {
+            name: Some("refs/pull/42/head".into()),
+            ..Default::default()
+        },
+    )?;
+    assert_eq!(rev, format!("refs/pull/42/head@sha1:{head}"));
+    assert!(files[2].contains("name: pr"), "{files:?}");
+    Ok(())
+}
