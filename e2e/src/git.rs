@@ -165,68 +165,15 @@ pub fn run(program: &str, args: &[&str]) -> Result<String> {
 
 /// A CA and a server certificate for 127.0.0.1 signed by it: (cert, key, CA PEM).
 fn tls_files(dir: &Path) -> Result<(PathBuf, PathBuf, String)> {
-    let p = |name: &str| dir.join(name).display().to_string();
-    run(
-        "openssl",
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &p("ca.key"),
-            "-out",
-            &p("ca.crt"),
-            "-days",
-            "2",
-            "-subj",
-            "/CN=skewer test CA",
-        ],
-    )?;
-    run(
-        "openssl",
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &p("tls.key"),
-            "-out",
-            &p("tls.csr"),
-            "-subj",
-            "/CN=127.0.0.1",
-        ],
-    )?;
-    std::fs::write(
-        dir.join("ext"),
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
-    )?;
-    run(
-        "openssl",
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &p("tls.csr"),
-            "-CA",
-            &p("ca.crt"),
-            "-CAkey",
-            &p("ca.key"),
-            "-CAcreateserial",
-            "-out",
-            &p("tls.crt"),
-            "-days",
-            "2",
-            "-extfile",
-            &p("ext"),
-        ],
-    )?;
+    const SCRIPT: &str = r#"set -e
+cd "$1"
+key="-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes"
+openssl req -x509 $key -keyout ca.key -out ca.crt -days 2 -subj "/CN=skewer test CA" 2>/dev/null
+openssl req $key -keyout tls.key -out tls.csr -subj /CN=127.0.0.1 2>/dev/null
+printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n' > ext
+openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out tls.crt -days 2 -extfile ext 2>/dev/null
+"#;
+    run("sh", &["-c", SCRIPT, "sh", &dir.display().to_string()])?;
     Ok((
         dir.join("tls.crt"),
         dir.join("tls.key"),
@@ -252,32 +199,44 @@ fn wait_listening(port: u16, what: &str) -> Result<()> {
 }
 
 impl GitServer {
-    /// Starts `git daemon` on a free loopback port.
-    pub fn start() -> Result<Self> {
-        let root = tempfile::tempdir()?;
-        let port = free_port()?;
-        let daemon = Command::new("git")
-            .args([
-                "daemon",
-                "--export-all",
-                "--reuseaddr",
-                "--listen=127.0.0.1",
-            ])
-            .arg(format!("--port={port}"))
-            .arg(format!("--base-path={}", root.path().display()))
-            .arg(root.path())
+    /// Spawns a server's `cmd` (its output discarded) and waits until it listens on `port`.
+    fn spawn(
+        root: tempfile::TempDir,
+        mut cmd: Command,
+        port: u16,
+        base_url: String,
+    ) -> Result<Self> {
+        let what = cmd.get_program().to_string_lossy().into_owned();
+        let daemon = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .context("starting git daemon")?;
-        wait_listening(port, "git daemon")?;
+            .with_context(|| format!("starting {what}"))?;
+        wait_listening(port, &what)?;
         Ok(Self {
             root,
-            base_url: format!("git://127.0.0.1:{port}"),
+            base_url,
             daemon,
             ca_pem: None,
             known_hosts: None,
         })
+    }
+
+    /// Starts `git daemon` on a free loopback port.
+    pub fn start() -> Result<Self> {
+        let root = tempfile::tempdir()?;
+        let port = free_port()?;
+        let mut cmd = Command::new("git");
+        cmd.args([
+            "daemon",
+            "--export-all",
+            "--reuseaddr",
+            "--listen=127.0.0.1",
+        ])
+        .arg(format!("--port={port}"))
+        .arg(format!("--base-path={}", root.path().display()))
+        .arg(root.path());
+        Self::spawn(root, cmd, port, format!("git://127.0.0.1:{port}"))
     }
 
     /// Starts smart HTTP: `git http-backend` behind `e2e/git-http.py`, without auth.
@@ -324,19 +283,9 @@ impl GitServer {
         } else {
             "http"
         };
-        let daemon = cmd
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting e2e/git-http.py")?;
-        wait_listening(port, "git-http.py")?;
-        Ok(Self {
-            root,
-            base_url: format!("{scheme}://127.0.0.1:{port}"),
-            daemon,
-            ca_pem,
-            known_hosts: None,
-        })
+        let mut server = Self::spawn(root, cmd, port, format!("{scheme}://127.0.0.1:{port}"))?;
+        server.ca_pem = ca_pem;
+        Ok(server)
     }
 
     /// Starts `sshd` on loopback, letting in only `authorized_key` (an OpenSSH public key
@@ -373,15 +322,6 @@ impl GitServer {
                 dir.join("authorized_keys").display()
             ),
         )?;
-        let daemon = Command::new("/usr/sbin/sshd")
-            .arg("-D")
-            .arg("-f")
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting sshd")?;
-        wait_listening(port, "sshd")?;
         let public = std::fs::read_to_string(dir.join("host_ed25519.pub"))?;
         let key = public
             .split_whitespace()
@@ -389,13 +329,12 @@ impl GitServer {
             .collect::<Vec<_>>()
             .join(" ");
         let user = run("id", &["-un"])?;
-        Ok(Self {
-            base_url: format!("ssh://{user}@127.0.0.1:{port}{}", root.path().display()),
-            root,
-            daemon,
-            ca_pem: None,
-            known_hosts: Some(format!("[127.0.0.1]:{port} {key}\n")),
-        })
+        let base_url = format!("ssh://{user}@127.0.0.1:{port}{}", root.path().display());
+        let mut cmd = Command::new("/usr/sbin/sshd");
+        cmd.arg("-D").arg("-f").arg(&config);
+        let mut server = Self::spawn(root, cmd, port, base_url)?;
+        server.known_hosts = Some(format!("[127.0.0.1]:{port} {key}\n"));
+        Ok(server)
     }
 
     /// The PEM of the CA that signed an HTTPS server's certificate.

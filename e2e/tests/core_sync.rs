@@ -208,27 +208,28 @@ async fn applies_in_order_prunes_and_survives_broken_commits() -> Result<()> {
     Ok(())
 }
 
+/// The metadata line asking skewer to recreate an object on an immutable-field change.
+fn force_annotation(force: bool) -> &'static str {
+    if force {
+        "  annotations: {skewer.dev/force: enabled}\n"
+    } else {
+        ""
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn prune_opt_out_and_immutable_fields() -> Result<()> {
     let f = Fixture::new("immut").await?;
     let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
     let ip = |n: u32| format!("10.96.{}.{}", 200 + std::process::id() % 50, n);
     let service = |ip: &str, force: bool| {
-        let ann = if force {
-            "  annotations: {skewer.dev/force: enabled}\n"
-        } else {
-            ""
-        };
+        let ann = force_annotation(force);
         format!(
             "apiVersion: v1\nkind: Service\nmetadata:\n  name: fixed\n  namespace: {ns}\n{ann}spec:\n  clusterIP: {ip}\n  ports:\n  - port: 80\n"
         )
     };
     let job = |cmd: &str, force: bool| {
-        let ann = if force {
-            "  annotations: {skewer.dev/force: enabled}\n"
-        } else {
-            ""
-        };
+        let ann = force_annotation(force);
         format!(
             "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: once\n  namespace: {ns}\n{ann}spec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: c\n        image: busybox\n        command: [\"{cmd}\"]\n"
         )
@@ -313,16 +314,20 @@ async fn depends_on_suspend_and_health_timeout() -> Result<()> {
     wait_applied(c, &ns, "b", &first).await?;
 
     // Suspended: a new revision is applied by a but not by b.
-    kc(&[
-        "patch",
-        "kustomization",
-        "b",
-        "-n",
-        &ns,
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"suspend":true}}"#,
-    ])?;
+    let suspend_b = |suspend: bool| {
+        let patch = format!(r#"{{"spec":{{"suspend":{suspend}}}}}"#);
+        kc(&[
+            "patch",
+            "kustomization",
+            "b",
+            "-n",
+            &ns,
+            "--type=merge",
+            "-p",
+            &patch,
+        ])
+    };
+    suspend_b(true)?;
     repo.write("a/cm.yaml", &cm("a", 2))?;
     repo.write("b/cm.yaml", &cm("b", 2))?;
     let second = repo.commit("two")?;
@@ -341,16 +346,7 @@ async fn depends_on_suspend_and_health_timeout() -> Result<()> {
         changed.is_err(),
         "a suspended Kustomization applied a new revision"
     );
-    kc(&[
-        "patch",
-        "kustomization",
-        "b",
-        "-n",
-        &ns,
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"suspend":false}}"#,
-    ])?;
+    suspend_b(false)?;
     wait_applied(c, &ns, "b", &second).await?;
 
     // Health checks that outlast the timeout fail, naming the unhealthy object. (This cluster

@@ -116,15 +116,7 @@ async fn drift_is_undone_within_a_second() -> Result<()> {
     undone(
         &deploys,
         "web",
-        &[
-            "label",
-            "deployment",
-            "web",
-            "-n",
-            &ns,
-            "team=b",
-            "--overwrite",
-        ],
+        &relabel_web(&ns),
         |d: Option<&Deployment>| {
             d.and_then(|d| d.metadata.labels.as_ref()?.get("team").cloned())
                 .as_deref()
@@ -220,15 +212,7 @@ async fn unmanaged_changes_and_status_updates_cause_no_writes() -> Result<()> {
         &ns,
         "example.com/note=kept",
     ])?;
-    kc(&[
-        "label",
-        "deployment",
-        "web",
-        "-n",
-        &ns,
-        "team=b",
-        "--overwrite",
-    ])?;
+    kc(&relabel_web(&ns))?;
     let team = |want: &'static str| {
         move |d: Option<&Deployment>| {
             d.and_then(|d| d.metadata.labels.as_ref()?.get("team").cloned())
@@ -292,4 +276,17 @@ async fn metrics_health_and_json_logs() -> Result<()> {
             && l["span"]["object"] == "app"
     }));
     Ok(())
+}
+
+/// `kubectl label --overwrite` of a label skewer applied to Deployment `web`.
+fn relabel_web(ns: &str) -> [&str; 7] {
+    [
+        "label",
+        "deployment",
+        "web",
+        "-n",
+        ns,
+        "team=b",
+        "--overwrite",
+    ]
 }

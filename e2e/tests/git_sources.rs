@@ -91,13 +91,19 @@ async fn private_repository_over_ssh_with_a_deploy_key() -> Result<()> {
     )?;
     let commit = repo.commit("private app")?;
     let known_hosts = server.known_hosts().unwrap_or_default().to_string();
-    put_secret(
-        &c,
-        &ns,
-        "deploy-key",
-        &[("identity", &deploy), ("known_hosts", &known_hosts)],
-    )
-    .await?;
+    let deploy_key = |identity: String| {
+        let (c, ns, known_hosts) = (c.clone(), ns.clone(), known_hosts.clone());
+        async move {
+            put_secret(
+                &c,
+                &ns,
+                "deploy-key",
+                &[("identity", &identity), ("known_hosts", &known_hosts)],
+            )
+            .await
+        }
+    };
+    deploy_key(deploy).await?;
 
     let _skewer = skewer_e2e::Skewer::start_with(&ns, &[])?;
     kc_apply(&format!(
@@ -109,13 +115,7 @@ async fn private_repository_over_ssh_with_a_deploy_key() -> Result<()> {
     assert!(exists(&c, "v1", "ConfigMap", &ns, "cfg").await?.is_some());
 
     // A key the server does not know: a condition that says so; nothing applied is touched.
-    put_secret(
-        &c,
-        &ns,
-        "deploy-key",
-        &[("identity", &stranger), ("known_hosts", &known_hosts)],
-    )
-    .await?;
+    deploy_key(stranger).await?;
     let (reason, message) = wait_source_condition(&c, &ns, "src", "Ready", "False", |_, m| {
         m.contains("rejected the key in 'identity'")
     })
@@ -230,18 +230,22 @@ async fn reconcile_request_fetches_now_and_suspend_holds_the_source() -> Result<
         }
     };
     eventually("first artifact", WAIT, at(first.clone())).await?;
+    let request = |value: &str| {
+        let annotation = format!("skewer.dev/reconcile-requested-at={value}");
+        skewer_e2e::kc(&[
+            "annotate",
+            "--overwrite",
+            "-n",
+            &ns,
+            "gitrepository",
+            "src",
+            &annotation,
+        ])
+    };
 
     // The interval is an hour: only the annotation can fetch the new commit now.
     let second = repo.commit("two")?;
-    skewer_e2e::kc(&[
-        "annotate",
-        "--overwrite",
-        "-n",
-        &ns,
-        "gitrepository",
-        "src",
-        "skewer.dev/reconcile-requested-at=r1",
-    ])?;
+    request("r1")?;
     let handled = eventually("artifact after the request", WAIT, at(second.clone())).await?;
     assert_eq!(handled.as_deref(), Some("r1"));
 
@@ -253,15 +257,7 @@ async fn reconcile_request_fetches_now_and_suspend_holds_the_source() -> Result<
     })
     .await?;
     let third = repo.commit("three")?;
-    skewer_e2e::kc(&[
-        "annotate",
-        "--overwrite",
-        "-n",
-        &ns,
-        "gitrepository",
-        "src",
-        "skewer.dev/reconcile-requested-at=r2",
-    ])?;
+    request("r2")?;
     eventually(
         "the request to reach the suspended source",
         WAIT,
