@@ -286,7 +286,7 @@ impl GitFetcher {
             Ok(v) => return Ok(v),
             Err(message) => message,
         };
-        let url = url.to_string();
+        let url = redact(url);
         let prompted = prompted.lock().map(|p| *p).unwrap_or_default();
         let ssh_log = ssh.as_ref().map(SshSession::log).unwrap_or_default();
         Err(classify(
@@ -308,7 +308,7 @@ fn remote<'r>(
 ) -> Result<gix::Remote<'r>, GitError> {
     repo.remote_at(url)
         .map_err(|e| GitError::Url {
-            url: url.into(),
+            url: redact(url),
             message: e.to_string(),
         })?
         .with_fetch_tags(gix::remote::fetch::Tags::None)
@@ -376,7 +376,7 @@ fn http_options(
     let configured = repo
         .transport_options(url, None)
         .map_err(|e| GitError::Url {
-            url: url.into(),
+            url: redact(url),
             message: e.to_string(),
         })?;
     let mut options = configured
@@ -461,6 +461,26 @@ impl SshSession {
     /// What `ssh` logged: why a connection was refused.
     fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
+    }
+}
+
+/// The URL with any password in it masked, for messages: `https://user:***@host/repo`.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split(':').next().unwrap_or_default();
+            let masked = if userinfo.contains(':') {
+                format!("{user}:***")
+            } else {
+                user.to_string()
+            };
+            format!("{scheme}://{masked}@{host}{}", &rest[authority_end..])
+        }
+        None => url.to_string(),
     }
 }
 
@@ -620,4 +640,20 @@ fn read_tree(repo: &gix::Repository, commit: &str) -> Result<Vec<File>, GitError
         });
     }
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_in_urls_are_masked() {
+        assert_eq!(
+            redact("https://bot:s3cret@git.example.com/org/repo.git"),
+            "https://bot:***@git.example.com/org/repo.git"
+        );
+        assert_eq!(redact("ssh://git@host:22/repo"), "ssh://git@host:22/repo");
+        assert_eq!(redact("https://host/a@b"), "https://host/a@b");
+        assert_eq!(redact("git@github.com:org/repo"), "git@github.com:org/repo");
+    }
 }
