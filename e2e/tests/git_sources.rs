@@ -196,6 +196,29 @@ async fn an_unsigned_commit_stops_at_the_last_verified_revision() -> Result<()> 
     })
     .await?;
     assert!(exists(c, "v1", "ConfigMap", &ns, "cfg").await?.is_none());
+
+    // Tag mode: the annotated tag's own signature; a lightweight tag has none to check.
+    let source = |tag: &str| {
+        kc_apply(&format!(
+            "apiVersion: skewer.dev/v1alpha1\nkind: GitRepository\nmetadata: {{name: src, namespace: {ns}}}\nspec:\n  url: {}\n  interval: 1s\n  ref: {{tag: {tag}}}\n  verify:\n    mode: Tag\n    secretRef: {{name: trusted}}\n",
+            repo.url
+        ))
+    };
+    repo.tag_signed("v1.0.0", &gpg)?;
+    source("v1.0.0")?;
+    wait_source_condition(c, &ns, "src", "SourceVerified", "True", |_, m| {
+        m == format!(
+            "verified signature of tag 'v1.0.0' by {} (key 'team.asc')",
+            gpg.fingerprint
+        )
+    })
+    .await?;
+    repo.tag_lightweight("v1.0.1")?;
+    source("v1.0.1")?;
+    wait_source_condition(c, &ns, "src", "SourceVerified", "False", |_, m| {
+        m == "tag 'v1.0.1' is a lightweight tag: only annotated tags carry signatures"
+    })
+    .await?;
     Ok(())
 }
 
