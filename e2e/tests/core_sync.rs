@@ -488,7 +488,7 @@ async fn deleting_a_kustomization_follows_its_deletion_policy() -> Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn unsupported_fields_are_refused_not_ignored() -> Result<()> {
+async fn unsupported_fields_are_refused_and_missing_secrets_named() -> Result<()> {
     let f = Fixture::new("refuse").await?;
     let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
     repo.write(
@@ -502,30 +502,32 @@ async fn unsupported_fields_are_refused_not_ignored() -> Result<()> {
         repo.url
     ))?;
     kustomization(&ns, "tenant", "src", "./", "  serviceAccountName: tenant\n")?;
-    let stalled = |kind: &'static str, name: &'static str, field: &'static str| {
+    let condition = |kind: &'static str, name: &'static str, type_: &'static str, want: String| {
         let ns = ns.clone();
         async move {
             eventually(
-                &format!("{kind}/{name} Stalled naming {field}"),
+                &format!("{kind}/{name} {type_} saying {want}"),
                 WAIT,
                 || async {
-                    let out = kc(&[
-                        "get",
-                        kind,
-                        name,
-                        "-n",
-                        &ns,
-                        "-o",
-                        "jsonpath={.status.conditions[?(@.type==\"Stalled\")].message}",
-                    ])?;
-                    Ok(out.contains(field).then_some(()))
+                    let path =
+                        format!("jsonpath={{.status.conditions[?(@.type==\"{type_}\")].message}}");
+                    let out = kc(&["get", kind, name, "-n", &ns, "-o", &path])?;
+                    Ok(out.contains(&want).then_some(()))
                 },
             )
             .await
         }
     };
-    stalled("gitrepository", "private", "spec.secretRef").await?;
-    stalled("kustomization", "tenant", "spec.serviceAccountName").await?;
+    // A Secret that does not exist (yet) is named, and retried on the interval.
+    let missing = format!("spec.secretRef: secret '{ns}/creds' not found");
+    condition("gitrepository", "private", "Ready", missing).await?;
+    condition(
+        "kustomization",
+        "tenant",
+        "Stalled",
+        "spec.serviceAccountName".into(),
+    )
+    .await?;
     assert!(
         exists(c, "v1", "ConfigMap", &ns, "x").await?.is_none(),
         "applied without the tenant's identity"
