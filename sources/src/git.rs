@@ -544,7 +544,7 @@ fn classify(
             ),
         };
     }
-    if prompted.asked || prompted.rejected || lower.contains("401") {
+    if prompted.asked || prompted.rejected {
         return if auth.basic.is_some() {
             GitError::AuthFailed {
                 url,
