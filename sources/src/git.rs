@@ -5,7 +5,7 @@
 //! callers on an async runtime run these in `spawn_blocking`.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -62,7 +62,7 @@ pub enum Signed {
 impl std::fmt::Display for Signed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Signed::Commit(id) => write!(f, "commit {}", &id[..id.len().min(12)]),
+            Signed::Commit(id) => write!(f, "commit {}", id.get(..12).unwrap_or(id)),
             Signed::Tag(name) => write!(f, "tag '{name}'"),
         }
     }
@@ -71,7 +71,6 @@ impl std::fmt::Display for Signed {
 /// A signature (if any) and the exact bytes it signs.
 #[derive(Debug, Clone)]
 pub struct SignedPayload {
-    pub object: String,
     pub signature: Option<Vec<u8>>,
     pub payload: Vec<u8>,
 }
@@ -142,17 +141,12 @@ impl GitFetcher {
         let mut repo = self.repo(key)?;
         // Protocol v1 advertises every ref in its first response: one round trip, where v2
         // needs a second request (ls-refs) and, over git:// and SSH, waits out a delayed ACK.
-        let mut config = repo.config_snapshot_mut();
-        config
-            .set_value(&gix::config::tree::Protocol::VERSION, "1")
-            .map_err(|e| GitError::Local {
+        configure(&mut repo, &[(&gix::config::tree::Protocol::VERSION, "1")]).map_err(
+            |message| GitError::Local {
                 path: self.work.join(key),
-                message: e.to_string(),
-            })?;
-        config.commit().map_err(|e| GitError::Local {
-            path: self.work.join(key),
-            message: e.to_string(),
-        })?;
+                message,
+            },
+        )?;
         self.connected(&mut repo, url, &specs, access, "", |connection| {
             let options = gix::remote::ref_map::Options {
                 prefix_from_spec_as_filter_on_remote: false,
@@ -211,15 +205,16 @@ impl GitFetcher {
             Signed::Commit(hex) => {
                 let id = gix::ObjectId::from_hex(hex.as_bytes()).map_err(|e| read(&e))?;
                 let commit = repo.find_commit(id).map_err(|e| read(&e))?;
-                let (signature, payload) = match commit.signature().map_err(|e| read(&e))? {
-                    Some((sig, data)) => (Some(sig.to_vec()), data.to_bstring().to_vec()),
-                    None => (None, commit.data.clone()),
-                };
-                Ok(SignedPayload {
-                    object: object.to_string(),
-                    signature,
-                    payload,
-                })
+                match commit.signature().map_err(|e| read(&e))? {
+                    Some((sig, data)) => Ok(SignedPayload {
+                        signature: Some(sig.to_vec()),
+                        payload: data.to_bstring().to_vec(),
+                    }),
+                    None => Ok(SignedPayload {
+                        signature: None,
+                        payload: commit.data.clone(),
+                    }),
+                }
             }
             Signed::Tag(name) => {
                 let id = repo
@@ -234,11 +229,7 @@ impl GitFetcher {
                     return Err(GitError::NotAnnotated { name: name.clone() });
                 }
                 let (payload, signature) = crate::verify::split_tag_signature(&found.data);
-                Ok(SignedPayload {
-                    object: object.to_string(),
-                    signature,
-                    payload,
-                })
+                Ok(SignedPayload { signature, payload })
             }
         }
     }
@@ -270,13 +261,13 @@ impl GitFetcher {
         };
         let transport = http_options(repo, url, access)?;
         let remote = remote(repo, url, specs)?;
-        let prompted = Arc::new(Mutex::new(Prompted::default()));
+        let asked = Arc::new(AtomicBool::new(false));
         let result = remote
             .connect(Direction::Fetch)
             .map_err(|e| chain(&e))
             .and_then(|connection| {
                 let mut connection = connection
-                    .with_credentials(credentials(access.auth.basic.clone(), prompted.clone()));
+                    .with_credentials(credentials(access.auth.basic.clone(), asked.clone()));
                 if let Some(options) = transport {
                     connection = connection.with_transport_options(options);
                 }
@@ -287,19 +278,31 @@ impl GitFetcher {
             Err(message) => message,
         };
         let url = redact(url);
-        let prompted = prompted.lock().map(|p| *p).unwrap_or_default();
         let ssh_log = ssh.as_ref().map(SshSession::log).unwrap_or_default();
         Err(classify(
             url,
             what,
             message,
-            prompted,
+            asked.load(Ordering::Relaxed),
             &access.auth,
             &ssh_log,
             access.timeout,
         ))
     }
 }
+
+/// Sets configuration `values` on this open repository only (nothing is written to disk).
+fn configure(
+    repo: &mut gix::Repository,
+    values: &[(&'static dyn gix::config::tree::Key, &str)],
+) -> Result<(), String> {
+    let mut config = repo.config_snapshot_mut();
+    for (key, value) in values {
+        config.set_value(*key, *value).map_err(|e| e.to_string())?;
+    }
+    config.commit().map(|_| ()).map_err(|e| e.to_string())
+}
+
 /// An anonymous remote at `url` that fetches exactly `specs` (no implied tags).
 fn remote<'r>(
     repo: &'r gix::Repository,
@@ -319,51 +322,36 @@ fn remote<'r>(
         })
 }
 
-/// What the credentials callback was asked, to tell "no credentials" from "wrong ones".
-#[derive(Debug, Default, Clone, Copy)]
-struct Prompted {
-    asked: bool,
-    rejected: bool,
-}
-
 /// Answers the transport's credential requests from the Secret (never from a prompt or the
-/// host's credential helpers), and records what it was asked.
+/// host's credential helpers), and records in `asked` that the server wanted credentials (a
+/// rejection always follows a request), to tell "no credentials" from "wrong ones".
 fn credentials(
     basic: Option<(String, String)>,
-    prompted: Arc<Mutex<Prompted>>,
+    asked: Arc<AtomicBool>,
 ) -> impl FnMut(
     gix::credentials::helper::Action,
 ) -> gix::Result<Option<gix::credentials::protocol::Outcome>> {
     use gix::credentials::helper::Action;
-    move |action| {
-        let mut seen = prompted
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        match action {
-            Action::Get(context) => {
-                seen.asked = true;
-                Ok(basic
-                    .as_ref()
-                    .map(|(username, password)| gix::credentials::protocol::Outcome {
-                        identity: gix::sec::identity::Account {
-                            username: username.clone(),
-                            password: password.clone(),
-                            oauth_refresh_token: None,
-                        },
-                        next: context.into(),
-                    }))
-            }
-            Action::Erase(_) => {
-                seen.rejected = true;
-                Ok(None)
-            }
-            Action::Store(_) => Ok(None),
+    move |action| match action {
+        Action::Get(context) => {
+            asked.store(true, Ordering::Relaxed);
+            Ok(basic
+                .as_ref()
+                .map(|(username, password)| gix::credentials::protocol::Outcome {
+                    identity: gix::sec::identity::Account {
+                        username: username.clone(),
+                        password: password.clone(),
+                        oauth_refresh_token: None,
+                    },
+                    next: context.into(),
+                }))
         }
+        Action::Erase(_) | Action::Store(_) => Ok(None),
     }
 }
 
 /// HTTP transport options: the bearer token header, the Secret's CA added to the trusted
-/// roots, and the timeout on every request.
+/// roots, and the timeout on every request (connecting included).
 fn http_options(
     repo: &gix::Repository,
     url: &str,
@@ -388,7 +376,6 @@ fn http_options(
             .extra_headers
             .push(format!("Authorization: Bearer {token}"));
     }
-    options.connect_timeout = Some(access.timeout);
     let certs = match &access.auth.ca_pem {
         Some(pem) => reqwest::Certificate::from_pem_bundle(pem).map_err(|_| AuthError::Ca)?,
         None => Vec::new(),
@@ -449,12 +436,14 @@ impl SshSession {
             shell_quote(&known_hosts),
             shell_quote(&log),
         );
-        let mut config = repo.config_snapshot_mut();
-        config
-            .set_value(&gix::config::tree::Core::SSH_COMMAND, command.as_str())
-            .and_then(|_| config.set_value(&gix::config::tree::Ssh::VARIANT, "ssh"))
-            .map_err(|e| local(&e))?;
-        config.commit().map_err(|e| local(&e))?;
+        configure(
+            repo,
+            &[
+                (&gix::config::tree::Core::SSH_COMMAND, command.as_str()),
+                (&gix::config::tree::Ssh::VARIANT, "ssh"),
+            ],
+        )
+        .map_err(|e| local(&e))?;
         Ok(Self { dir })
     }
 
@@ -502,13 +491,13 @@ fn shell_quote(path: &Path) -> String {
     format!("'{}'", path.display().to_string().replace('\'', "'\\''"))
 }
 
-/// Names the cause of a failed connection, from the transport's message, what the credentials
-/// callback saw, and `ssh`'s log.
+/// Names the cause of a failed connection, from the transport's message, whether the server
+/// asked for credentials, and `ssh`'s log.
 fn classify(
     url: String,
     what: &str,
     message: String,
-    prompted: Prompted,
+    asked: bool,
     auth: &Auth,
     ssh_log: &str,
     timeout: Duration,
@@ -522,13 +511,14 @@ fn classify(
             .join("; ")
     };
     let lower = message.to_ascii_lowercase();
+    let ssh_lower = ssh_log.to_ascii_lowercase();
     if [
         "host key verification failed",
         "remote host identification has changed",
         "host key is known",
     ]
     .iter()
-    .any(|m| ssh_log.to_ascii_lowercase().contains(m))
+    .any(|m| ssh_lower.contains(m))
     {
         return GitError::HostKey {
             url,
@@ -544,7 +534,7 @@ fn classify(
             ),
         };
     }
-    if prompted.asked || prompted.rejected {
+    if asked {
         return if auth.basic.is_some() {
             GitError::AuthFailed {
                 url,

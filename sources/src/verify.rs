@@ -9,6 +9,9 @@ use pgp::composed::{Deserializable, DetachedSignature, SignedPublicKey};
 use pgp::types::KeyDetails;
 use thiserror::Error;
 
+use crate::git::Signed;
+use crate::reference::Resolved;
+
 /// What must be signed, as Flux's `spec.verify.mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VerifyMode {
@@ -21,28 +24,23 @@ pub enum VerifyMode {
 }
 
 impl VerifyMode {
-    pub fn parse(mode: &str) -> Result<Self, VerifyError> {
-        match mode {
-            "HEAD" | "head" => Ok(Self::Head),
-            "Tag" | "tag" => Ok(Self::Tag),
-            "TagAndHEAD" => Ok(Self::TagAndHead),
-            other => Err(VerifyError::Mode(other.to_string())),
+    /// The objects whose signatures this mode checks on `resolved`; `None` when it asks for a
+    /// tag but the ref is not a tag (only the spec can fix that, so check before fetching).
+    pub fn objects(self, resolved: &Resolved) -> Option<Vec<Signed>> {
+        let mut objects = Vec::new();
+        if matches!(self, Self::Tag | Self::TagAndHead) {
+            let tag = resolved.fetch_ref.as_deref()?.strip_prefix("refs/tags/")?;
+            objects.push(Signed::Tag(tag.to_string()));
         }
-    }
-
-    pub fn commit(self) -> bool {
-        matches!(self, Self::Head | Self::TagAndHead)
-    }
-
-    pub fn tag(self) -> bool {
-        matches!(self, Self::Tag | Self::TagAndHead)
+        if matches!(self, Self::Head | Self::TagAndHead) {
+            objects.push(Signed::Commit(resolved.commit.clone()));
+        }
+        Some(objects)
     }
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum VerifyError {
-    #[error("spec.verify.mode: '{0}' is not one of HEAD, Tag, TagAndHEAD")]
-    Mode(String),
     #[error("the verification secret holds no '*.asc' (OpenPGP) or '*.sshpub' (SSH) public keys")]
     NoKeys,
     #[error("verification key '{key}' cannot be read: {message}")]
@@ -256,14 +254,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn modes() {
-        assert_eq!(VerifyMode::parse("HEAD"), Ok(VerifyMode::Head));
-        assert!(VerifyMode::parse("TagAndHEAD").is_ok_and(|m| m.tag() && m.commit()));
-        assert!(VerifyMode::parse("Tag").is_ok_and(|m| m.tag() && !m.commit()));
+    fn modes_name_the_objects_to_check() {
+        let at = |fetch_ref: &str| Resolved {
+            fetch_ref: Some(fetch_ref.into()),
+            commit: "abc".into(),
+            revision: String::new(),
+        };
+        let commit = Signed::Commit("abc".into());
+        let tag = Signed::Tag("v1".into());
+        let on_tag = at("refs/tags/v1");
         assert_eq!(
-            VerifyMode::parse("all").unwrap_err().to_string(),
-            "spec.verify.mode: 'all' is not one of HEAD, Tag, TagAndHEAD"
+            VerifyMode::Head.objects(&on_tag),
+            Some(vec![commit.clone()])
         );
+        assert_eq!(VerifyMode::Tag.objects(&on_tag), Some(vec![tag.clone()]));
+        assert_eq!(
+            VerifyMode::TagAndHead.objects(&on_tag),
+            Some(vec![tag, commit.clone()])
+        );
+        let on_branch = at("refs/heads/main");
+        assert_eq!(VerifyMode::Head.objects(&on_branch), Some(vec![commit]));
+        assert_eq!(VerifyMode::Tag.objects(&on_branch), None);
+        assert_eq!(VerifyMode::TagAndHead.objects(&on_branch), None);
     }
 
     #[test]

@@ -387,8 +387,13 @@ fn verify(
     let access = Access::default();
     let resolved = spec.resolve(&git.list_remote("k", url, &access)?)?;
     git.fetch("k", url, &resolved, &access)?;
-    let signed = git.signed("k", &object(&resolved))?;
-    Ok(keys.verify(&signed.object, signed.signature.as_deref(), &signed.payload))
+    let object = object(&resolved);
+    let signed = git.signed("k", &object)?;
+    Ok(keys.verify(
+        &object.to_string(),
+        signed.signature.as_deref(),
+        &signed.payload,
+    ))
 }
 
 fn keyring(pairs: &[(&str, &str)]) -> Result<Keyring> {
@@ -476,14 +481,15 @@ fn a_tampered_payload_is_a_bad_signature() -> Result<()> {
         let access = Access::default();
         let resolved = branch().resolve(&git.list_remote("k", &repo.url, &access)?)?;
         git.fetch("k", &repo.url, &resolved, &access)?;
-        let signed = git.signed("k", &Signed::Commit(commit))?;
+        let object = Signed::Commit(commit);
+        let signed = git.signed("k", &object)?;
         let keys = keyring(&[("k.asc", &signer.public_key)])
             .or_else(|_| keyring(&[("k.sshpub", &signer.public_key)]))?;
         let mut payload = signed.payload.clone();
         let at = payload.len() - 2;
         payload[at] ^= 1;
         let err = keys
-            .verify(&signed.object, signed.signature.as_deref(), &payload)
+            .verify(&object.to_string(), signed.signature.as_deref(), &payload)
             .unwrap_err();
         assert!(matches!(err, VerifyError::BadSignature { .. }), "{err}");
     }

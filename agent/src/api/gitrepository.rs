@@ -71,6 +71,16 @@ pub enum VerificationMode {
     TagAndHead,
 }
 
+impl From<VerificationMode> for skewer_sources::VerifyMode {
+    fn from(mode: VerificationMode) -> Self {
+        match mode {
+            VerificationMode::Head => Self::Head,
+            VerificationMode::Tag => Self::Tag,
+            VerificationMode::TagAndHead => Self::TagAndHead,
+        }
+    }
+}
+
 /// Which revision to fetch. Precedence (as Flux): commit, name, semver, tag, branch.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

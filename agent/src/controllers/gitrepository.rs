@@ -13,13 +13,13 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use skewer_sources::reference::revision_commit;
 use skewer_sources::{
-    Access, Auth, GitError, GitRefSpec, Keyring, RefError, Resolved, Signed, Verified,
+    Access, Auth, GitError, GitRefSpec, Keyring, RefError, Resolved, Signed, Verified, VerifyMode,
 };
 use tracing::{info, warn};
 
 use super::{Context, Error, duration};
 use crate::api::conditions::{self, READY, SOURCE_VERIFIED};
-use crate::api::gitrepository::{ArtifactStatus, VerificationMode};
+use crate::api::gitrepository::ArtifactStatus;
 use crate::api::{GitRepository, GitRepositoryStatus, RECONCILE_REQUESTED_AT};
 
 pub fn artifact_key(namespace: &str, name: &str) -> String {
@@ -207,7 +207,8 @@ struct Fetched {
 }
 
 /// Fetches a new artifact if the remote moved; `None` when the stored one is current. With
-/// `spec.verify`, a revision whose signature does not verify is never stored.
+/// `spec.verify`, a revision whose signature does not verify is never stored. The verification
+/// keys are read only when there is a new revision to check.
 async fn fetch(
     repo: &GitRepository,
     ctx: &Context,
@@ -219,30 +220,11 @@ async fn fetch(
         Some(t) => duration("timeout", t).map_err(FetchError::Invalid)?,
         None => Duration::from_secs(60),
     };
+    let deadline = tokio::time::Instant::now() + timeout;
     let ns = repo.namespace().unwrap_or_default();
     let auth = match &spec.secret_ref {
-        Some(r) => {
-            let data = read_secret(&ctx.client, &ns, &r.name, "spec.secretRef").await?;
-            Auth::from_secret_data(&data)
-                .map_err(|e| FetchError::Secret(format!("secret '{ns}/{}': {e}", r.name)))?
-        }
+        Some(r) => read_secret(ctx, &ns, &r.name, "spec.secretRef", Auth::from_secret_data).await?,
         None => Auth::none(),
-    };
-    let verify = match &spec.verify {
-        Some(v) => {
-            let data = read_secret(
-                &ctx.client,
-                &ns,
-                &v.secret_ref.name,
-                "spec.verify.secretRef",
-            )
-            .await?;
-            let keys = Keyring::from_secret_data(&data).map_err(|e| {
-                FetchError::Secret(format!("secret '{ns}/{}': {e}", v.secret_ref.name))
-            })?;
-            Some((v.mode, keys))
-        }
-        None => None,
     };
     let access = Access { auth, timeout };
     let r = spec.reference.clone().unwrap_or_default();
@@ -253,109 +235,135 @@ async fn fetch(
         name: r.name,
         commit: r.commit,
     };
-    let git = ctx.git.clone();
-    let url = spec.url.clone();
-    let k = key.to_string();
-    let store = ctx.store.clone();
+    let (git, url, k) = (ctx.git.clone(), spec.url.clone(), key.to_string());
+    let resolved = blocking(deadline, timeout, {
+        let (git, url, k, access) = (git.clone(), url.clone(), k.clone(), access.clone());
+        move || -> Result<Resolved, FetchError> {
+            if refspec.commit.is_some() && refspec.branch.is_none() {
+                Ok(refspec.resolve(&[])?)
+            } else {
+                Ok(refspec.resolve(&git.list_remote(&k, &url, &access)?)?)
+            }
+        }
+    })
+    .await?;
     // A changed spec (say, new ignore rules) rebuilds the artifact even if the commit is the same.
     let previous = old
         .artifact
-        .clone()
+        .as_ref()
         .filter(|_| old.observed_generation == repo.metadata.generation);
-    let ignore = spec.ignore.clone();
-    let work = tokio::task::spawn_blocking(move || -> Result<Option<Fetched>, FetchError> {
-        let resolved: Resolved = if refspec.commit.is_some() && refspec.branch.is_none() {
-            refspec.resolve(&[])?
-        } else {
-            refspec.resolve(&git.list_remote(&k, &url, &access)?)?
-        };
-        if is_current(previous.as_ref(), &resolved, |digest| {
-            store.path_of(&k, digest).exists()
-        }) {
-            return Ok(None);
+    if is_current(previous, &resolved, |digest| {
+        ctx.store.path_of(key, digest).exists()
+    }) {
+        return Ok(None);
+    }
+    let verify = match &spec.verify {
+        Some(v) => {
+            let objects = VerifyMode::from(v.mode).objects(&resolved).ok_or_else(|| {
+                FetchError::Invalid(
+                    "spec.verify.mode: Tag verification needs spec.ref.tag or spec.ref.semver"
+                        .into(),
+                )
+            })?;
+            let keys = read_secret(
+                ctx,
+                &ns,
+                &v.secret_ref.name,
+                "spec.verify.secretRef",
+                Keyring::from_secret_data,
+            )
+            .await?;
+            Some((objects, keys))
         }
-        let files = git.fetch(&k, &url, &resolved, &access)?;
-        let verified = match &verify {
-            Some((mode, keys)) => check_signatures(&git, &k, &resolved, *mode, keys)?,
-            None => Vec::new(),
-        };
-        let files = skewer_sources::ignore::filter(files, ignore.as_deref());
-        let stored = store.put(&k, &resolved.revision, &files)?;
-        store.gc(&k, &stored.digest)?;
-        let artifact = ArtifactStatus {
-            revision: stored.revision,
-            digest: stored.digest,
-            size: stored.size,
-            path: stored.path.display().to_string(),
-            last_update_time: jiff::Timestamp::now()
-                .round(jiff::Unit::Second)
-                .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
-                .to_string(),
-        };
-        Ok(Some(Fetched { artifact, verified }))
-    });
-    match tokio::time::timeout(timeout, work).await {
+        None => None,
+    };
+    let store = ctx.store.clone();
+    let ignore = spec.ignore.clone();
+    blocking(
+        deadline,
+        timeout,
+        move || -> Result<Option<Fetched>, FetchError> {
+            let files = git.fetch(&k, &url, &resolved, &access)?;
+            let verified = match &verify {
+                Some((objects, keys)) => check_signatures(&git, &k, objects, keys)?,
+                None => Vec::new(),
+            };
+            let files = skewer_sources::ignore::filter(files, ignore.as_deref());
+            let stored = store.put(&k, &resolved.revision, &files)?;
+            store.gc(&k, &stored.digest)?;
+            let artifact = ArtifactStatus {
+                revision: stored.revision,
+                digest: stored.digest,
+                size: stored.size,
+                path: stored.path.display().to_string(),
+                last_update_time: jiff::Timestamp::now()
+                    .round(jiff::Unit::Second)
+                    .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+                    .to_string(),
+            };
+            Ok(Some(Fetched { artifact, verified }))
+        },
+    )
+    .await
+}
+
+/// Runs blocking Git work on the blocking pool, failing at `deadline` (the end of the fetch's
+/// `timeout`, shared by every step of one fetch).
+async fn blocking<T: Send + 'static>(
+    deadline: tokio::time::Instant,
+    timeout: Duration,
+    work: impl FnOnce() -> Result<T, FetchError> + Send + 'static,
+) -> Result<T, FetchError> {
+    match tokio::time::timeout_at(deadline, tokio::task::spawn_blocking(work)).await {
         Ok(Ok(r)) => r,
         Ok(Err(join)) => Err(FetchError::Task(join.to_string())),
         Err(_) => Err(FetchError::Timeout(timeout)),
     }
 }
 
-/// Checks the signatures `mode` asks for on the fetched revision.
+/// Checks the signatures of the fetched `objects`.
 fn check_signatures(
     git: &skewer_sources::GitFetcher,
     key: &str,
-    resolved: &Resolved,
-    mode: VerificationMode,
+    objects: &[Signed],
     keys: &Keyring,
 ) -> Result<Vec<Verified>, FetchError> {
-    let mut objects = Vec::new();
-    if matches!(mode, VerificationMode::Tag | VerificationMode::TagAndHead) {
-        let tag = resolved
-            .fetch_ref
-            .as_deref()
-            .and_then(|r| r.strip_prefix("refs/tags/"))
-            .ok_or_else(|| {
-                FetchError::Invalid(
-                    "spec.verify.mode: Tag verification needs spec.ref.tag or spec.ref.semver"
-                        .into(),
-                )
-            })?;
-        objects.push(Signed::Tag(tag.to_string()));
-    }
-    if matches!(mode, VerificationMode::Head | VerificationMode::TagAndHead) {
-        objects.push(Signed::Commit(resolved.commit.clone()));
-    }
     objects
         .iter()
         .map(|object| {
             let signed = git.signed(key, object)?;
-            keys.verify(&signed.object, signed.signature.as_deref(), &signed.payload)
-                .map_err(|e| FetchError::Verify(e.to_string()))
+            keys.verify(
+                &object.to_string(),
+                signed.signature.as_deref(),
+                &signed.payload,
+            )
+            .map_err(|e| FetchError::Verify(e.to_string()))
         })
         .collect()
 }
 
-/// The data of Secret `name`, named by the spec `field` that refers to it. Its absence is a
-/// failure retried on the interval (the Secret may be created later).
-async fn read_secret(
-    client: &Client,
+/// Secret `name`, named by the spec `field` that refers to it, read by `parse`. Its absence or
+/// a bad key is a failure retried on the interval (the Secret may be created or fixed later).
+async fn read_secret<T, E: std::fmt::Display>(
+    ctx: &Context,
     ns: &str,
     name: &str,
     field: &str,
-) -> Result<BTreeMap<String, Vec<u8>>, FetchError> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    parse: impl FnOnce(&BTreeMap<String, Vec<u8>>) -> Result<T, E>,
+) -> Result<T, FetchError> {
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
     let secret = api
         .get_opt(name)
         .await
         .map_err(|e| FetchError::Secret(format!("{field}: cannot read secret '{ns}/{name}': {e}")))?
         .ok_or_else(|| FetchError::Secret(format!("{field}: secret '{ns}/{name}' not found")))?;
-    Ok(secret
+    let data = secret
         .data
         .unwrap_or_default()
         .into_iter()
         .map(|(k, v)| (k, v.0))
-        .collect())
+        .collect();
+    parse(&data).map_err(|e| FetchError::Secret(format!("secret '{ns}/{name}': {e}")))
 }
 
 /// Whether the stored artifact already is the resolved revision (so nothing is fetched).
