@@ -1,7 +1,8 @@
 //! Leader election through a `coordination.k8s.io/v1` Lease, so that of several `skewer run`
 //! replicas only one writes. The decision is a pure function of the Lease and the clock; the
 //! loop around it uses the Lease's resourceVersion, so two candidates can never both win.
-//! A leader that cannot renew before its lease runs out exits: it must not write any more.
+//! A leader that cannot renew before its lease runs out must not write any more: [`lead`] hands
+//! back a future that ends when leadership is lost, and the binary stops when it does.
 
 use std::time::Duration;
 
@@ -58,7 +59,7 @@ fn spec_for(
     let transitions = previous.and_then(|p| p.lease_transitions).unwrap_or(0);
     LeaseSpec {
         holder_identity: Some(me.into()),
-        lease_duration_seconds: Some(duration.as_secs().max(1) as i32),
+        lease_duration_seconds: Some(i32::try_from(duration.as_secs().max(1)).unwrap_or(i32::MAX)),
         acquire_time: if renewing {
             previous.and_then(|p| p.acquire_time.clone())
         } else {
@@ -118,9 +119,23 @@ async fn attempt(
     }
 }
 
-/// Blocks until this process holds the lease, then keeps renewing it in the background.
-/// If renewal fails for as long as the lease lasts, the process exits.
-pub async fn lead(api: Api<Lease>, name: String, me: String, duration: Duration) {
+/// Why this process is no longer the leader.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Lost {
+    #[error("lost lease '{0}' to another replica")]
+    Taken(String),
+    #[error("lease '{0}' expired without renewal")]
+    Expired(String),
+}
+
+/// Waits until this process holds the lease; then returns the renewal loop, a future that
+/// keeps the lease and ends only when it is lost. The caller stops writing when it ends.
+pub async fn lead(
+    api: Api<Lease>,
+    name: String,
+    me: String,
+    duration: Duration,
+) -> impl std::future::Future<Output = Lost> + Send {
     let retry = duration / 4;
     let mut waiting_logged = false;
     loop {
@@ -137,24 +152,20 @@ pub async fn lead(api: Api<Lease>, name: String, me: String, duration: Duration)
         tokio::time::sleep(retry).await;
     }
     info!(lease = %name, identity = %me, "became the leader");
-    tokio::spawn(async move {
+    async move {
         let mut last_renewed = tokio::time::Instant::now();
         loop {
             tokio::time::sleep(retry).await;
             match attempt(&api, &name, &me, duration).await {
                 Ok(true) => last_renewed = tokio::time::Instant::now(),
-                Ok(false) => {
-                    warn!(lease = %name, "lost the lease to another replica; exiting");
-                    std::process::exit(1);
-                }
+                Ok(false) => return Lost::Taken(name),
                 Err(e) => warn!(lease = %name, error = %e, "cannot renew the lease"),
             }
             if last_renewed.elapsed() >= duration {
-                warn!(lease = %name, "lease expired without renewal; exiting");
-                std::process::exit(1);
+                return Lost::Expired(name);
             }
         }
-    });
+    }
 }
 
 #[cfg(test)]

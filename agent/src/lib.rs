@@ -1,8 +1,16 @@
-//! skewer's agent: the CRD types, the reconcilers that drive the `sources` and `appliers`
-//! libraries, and the generation of skewer's own install manifests.
+//! skewer's agent: the CRD types (`api`), the reconcilers that turn them into calls to the
+//! `sources` and `appliers` libraries (`reconcilers`), what they share (`runtime`), where
+//! objects go (`targets`), self-heal (`drift`), and the daemon's edges (`leader`, `metrics`,
+//! `http`, `manifests`). ARCHITECTURE.md at the top of the repository walks the layers.
 
 pub mod api;
-pub mod controllers;
+pub mod artifacts;
+pub mod drift;
+pub mod http;
 pub mod leader;
 pub mod manifests;
 pub mod metrics;
+pub mod reconcilers;
+pub mod runtime;
+pub mod sync;
+pub mod targets;

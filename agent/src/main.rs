@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use skewer_agent::{controllers, leader, manifests, metrics};
+use skewer_agent::{api, http, leader, manifests, metrics, reconcilers, runtime};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -72,7 +72,7 @@ struct RunArgs {
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    skewer_sources::duration::parse(s)
+    api::duration::parse(s).map_err(|e| e.to_string())
 }
 
 #[tokio::main]
@@ -121,41 +121,48 @@ async fn run(args: RunArgs) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)
         .await
         .with_context(|| format!("listening on {} (--metrics-addr)", args.metrics_addr))?;
-    tokio::spawn(metrics::serve(listener, metrics.clone(), ready.clone()));
+    tokio::spawn(http::serve(listener, metrics.clone(), ready.clone()));
     client
         .apiserver_version()
         .await
         .context("reaching the API server")?;
     ready.store(true, std::sync::atomic::Ordering::Relaxed);
-    if args.leader_elect {
-        let lease_ns = args
-            .leader_election_namespace
-            .or_else(|| namespace.clone())
-            .unwrap_or_else(|| "default".into());
-        let host = std::env::var("POD_NAME").or_else(|_| {
-            std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string())
-        });
-        let me = format!(
-            "{}-{}",
-            host.unwrap_or_else(|_| "skewer".into()),
-            std::process::id()
-        );
-        let api = kube::Api::namespaced(client.clone(), &lease_ns);
-        leader::lead(api, "skewer-leader".into(), me, args.lease_duration).await;
-    }
-    let ctx = controllers::Context::new(
-        client,
-        &args.data_dir,
-        args.concurrency,
-        args.full_sync_interval,
-        metrics,
-    )
-    .await
-    .context("asking the API server its version")?;
+    // Without election, leadership is never lost.
+    let lost: std::pin::Pin<Box<dyn std::future::Future<Output = leader::Lost> + Send>> =
+        if args.leader_elect {
+            let lease_ns = args
+                .leader_election_namespace
+                .or_else(|| namespace.clone())
+                .unwrap_or_else(|| "default".into());
+            let host = std::env::var("POD_NAME").or_else(|_| {
+                std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string())
+            });
+            let me = format!(
+                "{}-{}",
+                host.unwrap_or_else(|_| "skewer".into()),
+                std::process::id()
+            );
+            let api = kube::Api::namespaced(client.clone(), &lease_ns);
+            Box::pin(leader::lead(api, "skewer-leader".into(), me, args.lease_duration).await)
+        } else {
+            Box::pin(std::future::pending())
+        };
+    let settings = runtime::Settings {
+        concurrency: args.concurrency,
+        full_sync: args.full_sync_interval,
+        max_concurrent_reconciles: 4,
+    };
+    let ctx = runtime::Context::new(client, &args.data_dir, settings, metrics)
+        .await
+        .context("asking the API server its version")?;
     tracing::info!(namespace = namespace.as_deref().unwrap_or("<all>"), data_dir = %args.data_dir.display(), "skewer running");
-    tokio::join!(
-        controllers::gitrepository::run(ctx.clone(), namespace.clone()),
-        controllers::kustomization::run(ctx, namespace),
-    );
-    Ok(())
+    tokio::select! {
+        () = reconcilers::run(ctx, namespace) => Ok(()),
+        // A leader that can no longer renew must stop writing: exit, and let a replica (or
+        // the restarted process) take over.
+        lost = lost => {
+            tracing::error!(reason = %lost, "no longer the leader; exiting");
+            Err(anyhow::anyhow!("{lost}"))
+        }
+    }
 }

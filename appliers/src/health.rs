@@ -1,7 +1,10 @@
 //! Health as kstatus judges it: a pure function from an object (as the cluster returns it) to
-//! Current, InProgress or Failed, with a message saying why.
+//! Current, InProgress or Failed, with a message saying why; and the aggregation of many
+//! objects' health into one verdict and the lines that say what is not healthy.
 
 use serde_json::Value;
+
+use crate::object::ObjectId;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Health {
@@ -13,6 +16,80 @@ pub enum Health {
 impl Health {
     pub fn is_current(&self) -> bool {
         matches!(self, Health::Current)
+    }
+}
+
+/// What a health check found of one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Observed {
+    Judged(Health),
+    /// The object does not exist.
+    Missing,
+    /// The object could not be read (its kind is unknown, the request failed).
+    Unreadable(String),
+}
+
+/// Many objects' health, aggregated worst first: Unknown > Degraded > Missing > Progressing >
+/// Healthy (Argo CD's order), so one failed object makes the whole set Degraded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Overall {
+    Healthy,
+    Progressing,
+    Missing,
+    Degraded,
+    Unknown,
+}
+
+impl Observed {
+    fn overall(&self) -> Overall {
+        match self {
+            Observed::Judged(Health::Current) => Overall::Healthy,
+            Observed::Judged(Health::InProgress(_)) => Overall::Progressing,
+            Observed::Judged(Health::Failed(_)) => Overall::Degraded,
+            Observed::Missing => Overall::Missing,
+            Observed::Unreadable(_) => Overall::Unknown,
+        }
+    }
+
+    /// Why the object is not healthy; `None` when it is.
+    fn problem(&self) -> Option<String> {
+        match self {
+            Observed::Judged(Health::Current) => None,
+            Observed::Judged(Health::InProgress(m)) => Some(format!("in progress: {m}")),
+            Observed::Judged(Health::Failed(m)) => Some(format!("failed: {m}")),
+            Observed::Missing => Some("not found".into()),
+            Observed::Unreadable(e) => Some(e.clone()),
+        }
+    }
+}
+
+/// The health of a set of objects, as last observed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HealthReport {
+    pub objects: Vec<(ObjectId, Observed)>,
+}
+
+impl HealthReport {
+    /// The worst of the objects' health; an empty set is healthy.
+    pub fn overall(&self) -> Overall {
+        self.objects
+            .iter()
+            .map(|(_, o)| o.overall())
+            .max()
+            .unwrap_or(Overall::Healthy)
+    }
+
+    pub fn is_healthy(&self) -> bool {
+        self.overall() == Overall::Healthy
+    }
+
+    /// One line per object that is not healthy, like
+    /// `Deployment/web/app: in progress: available replicas: 0/1`.
+    pub fn problems(&self) -> Vec<String> {
+        self.objects
+            .iter()
+            .filter_map(|(id, o)| o.problem().map(|p| format!("{}: {p}", id.display())))
+            .collect()
     }
 }
 
@@ -173,6 +250,45 @@ pub fn health(obj: &Value) -> Health {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn id(name: &str) -> ObjectId {
+        ObjectId::parse(&format!("ns_{name}_apps_Deployment")).expect("an id")
+    }
+
+    #[test]
+    fn the_worst_object_decides_and_each_problem_is_named() {
+        let mut report = HealthReport::default();
+        assert_eq!(report.overall(), Overall::Healthy, "nothing to check");
+        report
+            .objects
+            .push((id("a"), Observed::Judged(Health::Current)));
+        assert!(report.is_healthy());
+        report.objects.push((
+            id("b"),
+            Observed::Judged(Health::InProgress("available replicas: 0/1".into())),
+        ));
+        assert_eq!(report.overall(), Overall::Progressing);
+        report.objects.push((id("c"), Observed::Missing));
+        assert_eq!(report.overall(), Overall::Missing);
+        report.objects.push((
+            id("d"),
+            Observed::Judged(Health::Failed("deadline exceeded".into())),
+        ));
+        assert_eq!(report.overall(), Overall::Degraded);
+        assert_eq!(
+            report.problems(),
+            [
+                "Deployment/ns/b: in progress: available replicas: 0/1",
+                "Deployment/ns/c: not found",
+                "Deployment/ns/d: failed: deadline exceeded",
+            ]
+        );
+        report
+            .objects
+            .push((id("e"), Observed::Unreadable("forbidden".into())));
+        assert_eq!(report.overall(), Overall::Unknown);
+        assert!(!report.is_healthy());
+    }
 
     #[test]
     fn deployment_needs_available_replicas() {

@@ -47,15 +47,7 @@ impl Inventory {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn id(name: &str) -> ObjectId {
-        ObjectId {
-            namespace: "ns".into(),
-            name: name.into(),
-            group: String::new(),
-            kind: "ConfigMap".into(),
-        }
-    }
+    use crate::object::configmap_id as id;
 
     #[test]
     fn stale_is_old_minus_new() {

@@ -1,7 +1,8 @@
-//! Appliers: turn a directory of manifests into a cluster's state. Loading, patching,
-//! ordering, inventory diffing and health are pure functions tested without a cluster;
-//! [`apply`] and [`prune`] do the I/O with server-side apply. Nothing here knows about
-//! skewer's CRDs: callers pass plain options and get plain results back.
+//! Appliers: turn a directory of manifests into a cluster's state. [`sync::run`] is the one
+//! pipeline every caller drives (build → plan → widen inventory → apply → prune → health).
+//! Loading, patching, ordering, inventory diffing and health are pure functions tested
+//! without a cluster; [`apply`] and [`prune`] do the I/O with server-side apply. Nothing here
+//! knows about skewer's CRDs: callers pass plain options and get plain results back.
 
 pub mod apply;
 pub mod drift;
@@ -14,8 +15,10 @@ pub mod order;
 pub mod patch;
 pub mod prune;
 pub mod resources;
+pub mod sync;
 pub mod transform;
 pub mod wait;
 
 pub use inventory::Inventory;
 pub use object::{Manifest, ObjectId};
+pub use sync::{HealthChecks, SyncError, SyncHooks, SyncReport, SyncRequest};

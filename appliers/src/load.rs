@@ -8,9 +8,10 @@ use thiserror::Error;
 use crate::object::Manifest;
 
 /// A file of a source: slash-separated path and contents.
-pub struct SourceFile<'a> {
-    pub path: &'a str,
-    pub data: &'a [u8],
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFile {
+    pub path: String,
+    pub data: Vec<u8>,
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -50,20 +51,20 @@ fn is_manifest(path: &str) -> bool {
 
 /// Loads the manifests of every file under `path`, sorted by file path so the result is
 /// stable whatever order the files came in.
-pub fn load(files: &[SourceFile<'_>], path: &str) -> Result<Vec<Manifest>, LoadError> {
+pub fn load(files: &[SourceFile], path: &str) -> Result<Vec<Manifest>, LoadError> {
     let root = normalize_path(path);
     let under = |p: &str| root.is_empty() || p == root || p.starts_with(&format!("{root}/"));
-    let mut chosen: Vec<&SourceFile<'_>> = files
+    let mut chosen: Vec<&SourceFile> = files
         .iter()
-        .filter(|f| under(f.path) && is_manifest(f.path))
+        .filter(|f| under(&f.path) && is_manifest(&f.path))
         .collect();
-    if !root.is_empty() && !files.iter().any(|f| under(f.path)) {
+    if !root.is_empty() && !files.iter().any(|f| under(&f.path)) {
         return Err(LoadError::PathNotFound(path.to_string()));
     }
-    chosen.sort_by(|a, b| a.path.cmp(b.path));
+    chosen.sort_by(|a, b| a.path.cmp(&b.path));
     let mut out = Vec::new();
     for file in chosen {
-        out.extend(parse_file(file.path, file.data)?);
+        out.extend(parse_file(&file.path, &file.data)?);
     }
     Ok(out)
 }
@@ -169,10 +170,10 @@ fn validate(obj: &Value) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    fn f<'a>(path: &'a str, data: &'a str) -> SourceFile<'a> {
+    fn f(path: &str, data: &str) -> SourceFile {
         SourceFile {
-            path,
-            data: data.as_bytes(),
+            path: path.into(),
+            data: data.into(),
         }
     }
 

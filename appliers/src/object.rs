@@ -108,6 +108,17 @@ impl ObjectId {
     }
 }
 
+/// A ConfigMap's id in namespace `ns`, for tests.
+#[cfg(test)]
+pub(crate) fn configmap_id(name: &str) -> ObjectId {
+    ObjectId {
+        namespace: "ns".into(),
+        name: name.into(),
+        group: String::new(),
+        kind: "ConfigMap".into(),
+    }
+}
+
 /// `apps/v1` → `("apps", "v1")`, `v1` → `("", "v1")`.
 pub fn split_api_version(api_version: &str) -> (&str, &str) {
     api_version.split_once('/').unwrap_or(("", api_version))

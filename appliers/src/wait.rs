@@ -3,11 +3,24 @@
 
 use std::time::Duration;
 
+use futures::{StreamExt, stream};
 use kube::api::{Api, DynamicObject};
 use serde_json::Value;
 use tokio::time::{Instant, sleep};
 
+use crate::health::{HealthReport, Observed, health};
+use crate::object::ObjectId;
+use crate::resources::Resources;
+
 const POLL: Duration = Duration::from_millis(200);
+
+/// `timeout` from now. Timeouts come from users' specs: one too large for the clock is a
+/// deadline a century away, never an overflow.
+pub fn deadline_after(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout)
+        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
+}
 
 /// Polls `name` until `check` says true (or errors), or the deadline passes.
 pub async fn until<F>(
@@ -19,7 +32,7 @@ pub async fn until<F>(
 where
     F: FnMut(&Value) -> Result<bool, String>,
 {
-    let deadline = Instant::now() + timeout;
+    let deadline = deadline_after(timeout);
     let mut last = String::from("not found");
     loop {
         match api.get_opt(name).await {
@@ -46,7 +59,7 @@ pub async fn until_gone(
     name: &str,
     timeout: Duration,
 ) -> Result<(), String> {
-    let deadline = Instant::now() + timeout;
+    let deadline = deadline_after(timeout);
     loop {
         match api.get_metadata_opt(name).await {
             Ok(None) => return Ok(()),
@@ -60,48 +73,56 @@ pub async fn until_gone(
     }
 }
 
-/// Waits until every object is healthy (kstatus Current). On timeout or failure, returns one
-/// line per object that is not, like `Deployment/web/app: available replicas: 0/1`.
-pub async fn all_healthy(
-    resources: &crate::resources::Resources,
-    objects: &[(crate::ObjectId, String)],
+/// Waits until every object is healthy (kstatus Current), or the deadline passes; returns
+/// what was last observed of each.
+pub async fn healthy(
+    resources: &Resources,
+    objects: &[(ObjectId, String)],
     timeout: Duration,
-) -> Result<(), Vec<String>> {
-    use crate::health::{Health, health};
-    use futures::{StreamExt, stream};
-    let deadline = Instant::now() + timeout;
+) -> HealthReport {
+    let deadline = deadline_after(timeout);
     loop {
-        let verdicts: Vec<Option<String>> = stream::iter(0..objects.len())
+        let observed: Vec<(ObjectId, Observed)> = stream::iter(0..objects.len())
             .map(|i| async move {
                 let (id, version) = &objects[i];
-                let verdict = match resources.resolve(version, &id.kind, &[]).await {
-                    Err(e) => Some(e.to_string()),
-                    Ok(r) => {
-                        let api = r.api(resources.client().clone(), &id.namespace);
-                        match api.get_opt(&id.name).await {
-                            Ok(Some(obj)) => match serde_json::to_value(&obj).map(|v| health(&v)) {
-                                Ok(Health::Current) => None,
-                                Ok(Health::InProgress(m)) => Some(format!("in progress: {m}")),
-                                Ok(Health::Failed(m)) => Some(format!("failed: {m}")),
-                                Err(e) => Some(e.to_string()),
-                            },
-                            Ok(None) => Some("not found".into()),
-                            Err(e) => Some(e.to_string()),
-                        }
-                    }
-                };
-                verdict.map(|v| format!("{}: {v}", id.display()))
+                (id.clone(), observe(resources, id, version).await)
             })
             .buffered(16)
             .collect()
             .await;
-        let unhealthy: Vec<String> = verdicts.into_iter().flatten().collect();
-        if unhealthy.is_empty() {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            return Err(unhealthy);
+        let report = HealthReport { objects: observed };
+        if report.is_healthy() || Instant::now() >= deadline {
+            return report;
         }
         sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn observe(resources: &Resources, id: &ObjectId, version: &str) -> Observed {
+    let resolved = match resources.resolve(version, &id.kind, &[]).await {
+        Ok(r) => r,
+        Err(e) => return Observed::Unreadable(e.to_string()),
+    };
+    let api = resolved.api(resources.client().clone(), &id.namespace);
+    match api.get_opt(&id.name).await {
+        Ok(Some(obj)) => match serde_json::to_value(&obj) {
+            Ok(v) => Observed::Judged(health(&v)),
+            Err(e) => Observed::Unreadable(e.to_string()),
+        },
+        Ok(None) => Observed::Missing,
+        Err(e) => Observed::Unreadable(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absurd_timeouts_make_a_distant_deadline_not_a_panic() {
+        let far = deadline_after(Duration::MAX);
+        assert!(far > Instant::now() + Duration::from_secs(50 * 365 * 24 * 3600));
+        let soon = deadline_after(Duration::from_secs(1));
+        assert!(soon <= Instant::now() + Duration::from_secs(1));
     }
 }

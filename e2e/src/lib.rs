@@ -305,6 +305,11 @@ impl Skewer {
         Ok((code, body))
     }
 
+    /// Whether the process is still running (it has not exited or crashed).
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

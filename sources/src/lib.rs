@@ -4,7 +4,6 @@
 
 pub mod artifact;
 pub mod auth;
-pub mod duration;
 pub mod git;
 pub mod ignore;
 pub mod reference;

@@ -28,9 +28,11 @@ pub struct GitRepositorySpec {
     pub reference: Option<GitRepositoryRef>,
     /// How often to check the remote for a new revision, like `1m` or `30s`.
     #[serde(default = "default_interval")]
+    #[schemars(pattern(super::duration::PATTERN))]
     pub interval: String,
     /// Bound on one fetch, like `60s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(super::duration::PATTERN))]
     pub timeout: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<LocalObjectReference>,
@@ -69,16 +71,6 @@ pub enum VerificationMode {
     /// Both the tag and the commit.
     #[serde(rename = "TagAndHEAD")]
     TagAndHead,
-}
-
-impl From<VerificationMode> for skewer_sources::VerifyMode {
-    fn from(mode: VerificationMode) -> Self {
-        match mode {
-            VerificationMode::Head => Self::Head,
-            VerificationMode::Tag => Self::Tag,
-            VerificationMode::TagAndHead => Self::TagAndHead,
-        }
-    }
 }
 
 /// Which revision to fetch. Precedence (as Flux): commit, name, semver, tag, branch.

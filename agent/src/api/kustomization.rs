@@ -29,12 +29,15 @@ pub struct KustomizationSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     #[serde(default = "super::gitrepository::default_interval")]
+    #[schemars(pattern(super::duration::PATTERN))]
     pub interval: String,
     /// Interval after a failure; default `interval`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(super::duration::PATTERN))]
     pub retry_interval: Option<String>,
     /// Bound on one reconcile (apply, health checks); default `interval`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(super::duration::PATTERN))]
     pub timeout: Option<String>,
     #[serde(default)]
     pub prune: bool,
@@ -159,30 +162,4 @@ pub struct ResourceInventory {
 pub struct InventoryEntry {
     pub id: String,
     pub v: String,
-}
-
-impl ResourceInventory {
-    pub fn from_inventory(inv: &skewer_appliers::Inventory) -> Self {
-        Self {
-            entries: inv
-                .entries
-                .iter()
-                .map(|(id, v)| InventoryEntry {
-                    id: id.to_string(),
-                    v: v.clone(),
-                })
-                .collect(),
-        }
-    }
-
-    /// Entries whose id does not parse are dropped (they could only come from a hand edit).
-    pub fn to_inventory(&self) -> skewer_appliers::Inventory {
-        skewer_appliers::Inventory {
-            entries: self
-                .entries
-                .iter()
-                .filter_map(|e| Some((skewer_appliers::ObjectId::parse(&e.id)?, e.v.clone())))
-                .collect(),
-        }
-    }
 }

@@ -2,6 +2,7 @@
 //! has one, so a Flux manifest moves over by changing its `apiVersion`.
 
 pub mod conditions;
+pub mod duration;
 pub mod gitrepository;
 pub mod kustomization;
 

@@ -20,7 +20,8 @@ use kube::{Api, Client};
 use serde_json::json;
 use skewer_agent::api::{GitRepository, Kustomization};
 use skewer_appliers::apply::{Applier, ApplyOptions};
-use skewer_appliers::load::{SourceFile, load};
+use skewer_appliers::load::SourceFile;
+use skewer_appliers::sync::{HealthChecks, SyncRequest, Untracked};
 use skewer_appliers::transform::{Owner, Transform};
 use skewer_e2e::{GitServer, Skewer, client, hub, kc, kubectl, namespace};
 
@@ -140,12 +141,16 @@ async fn skewer_daemon(s: &Setup, ns: &str) -> Result<Duration> {
     Ok(elapsed)
 }
 
-/// The appliers library alone: load + plan + apply (no controller, no status writes).
+/// The appliers library alone: the sync pipeline the daemon runs (build + plan + apply), with
+/// no controller and no status writes.
 async fn library(s: &Setup, ns: &str) -> Result<Duration> {
-    let files: Vec<(String, Vec<u8>)> = (0..s.objects)
-        .map(|i| (format!("cms/cm-{i:04}.yaml"), configmap(i).into_bytes()))
+    let files: Vec<SourceFile> = (0..s.objects)
+        .map(|i| SourceFile {
+            path: format!("cms/cm-{i:04}.yaml"),
+            data: configmap(i).into_bytes(),
+        })
         .collect();
-    let opts = ApplyOptions {
+    let apply = ApplyOptions {
         field_manager: "skewer".into(),
         owner: Owner {
             name: "bench".into(),
@@ -159,22 +164,23 @@ async fn library(s: &Setup, ns: &str) -> Result<Duration> {
         concurrency: s.concurrency,
         wait_timeout: Duration::from_secs(60),
     };
+    let request = SyncRequest {
+        files,
+        path: "cms".into(),
+        patches: Vec::new(),
+        apply: std::sync::Arc::new(apply),
+        prune: None,
+        health: HealthChecks::None,
+        deadline: tokio::time::Instant::now() + Duration::from_secs(60),
+        previous: Default::default(),
+    };
     let start = Instant::now();
-    let sources: Vec<SourceFile<'_>> = files
-        .iter()
-        .map(|(p, d)| SourceFile { path: p, data: d })
-        .collect();
-    let manifests = load(&sources, "cms")?;
-    let plan = s
-        .applier
-        .plan(manifests, &opts)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    s.applier
-        .apply(&plan, &opts)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
-    Ok(start.elapsed())
+    let report = skewer_appliers::sync::run(&s.applier, &Untracked, request).await;
+    let elapsed = start.elapsed();
+    if let Err(e) = report.result() {
+        anyhow::bail!("{e}");
+    }
+    Ok(elapsed)
 }
 
 /// Bare kube-rs: N concurrent server-side applies of prebuilt objects.
@@ -219,7 +225,7 @@ fn kubectl_apply(kubeconfig: &Path, dir: &Path, ns: &str) -> Result<Duration> {
 
 const NAMES: [&str; 4] = [
     "skewer daemon: Kustomization created → Ready",
-    "appliers library: load + plan + apply",
+    "appliers library: the sync pipeline (load + plan + apply)",
     "bare kube-rs SSA loop",
     "kubectl apply --server-side -f DIR",
 ];

@@ -3,29 +3,29 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams};
+use kube::ResourceExt;
+use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::{Client, ResourceExt};
-use serde_json::json;
+use skewer_appliers::wait::deadline_after;
 use skewer_sources::reference::revision_commit;
 use skewer_sources::{
     Access, Auth, GitError, GitRefSpec, Keyring, RefError, Resolved, Signed, Verified, VerifyMode,
 };
-use tracing::{info, warn};
+use tracing::{Instrument, info};
 
-use super::{Context, Error, duration};
-use crate::api::conditions::{self, READY, SOURCE_VERIFIED};
-use crate::api::gitrepository::ArtifactStatus;
-use crate::api::{GitRepository, GitRepositoryStatus, RECONCILE_REQUESTED_AT};
+use crate::api::conditions::{self, SOURCE_VERIFIED};
+use crate::api::duration;
+use crate::api::gitrepository::{ArtifactStatus, VerificationMode};
+use crate::api::{GitRepository, GitRepositoryStatus};
+use crate::artifacts::store_key;
+use crate::runtime::{self, Context, Done, Error, Failure, Reason, Schedule, finish, status};
 
-pub fn artifact_key(namespace: &str, name: &str) -> String {
-    format!("gitrepository/{namespace}/{name}")
-}
+crate::reconciled!(GitRepository, GitRepositoryStatus);
 
+/// Why a fetch failed.
 #[derive(Debug, thiserror::Error)]
 enum FetchError {
     #[error("{0}")]
@@ -48,38 +48,37 @@ enum FetchError {
 }
 
 impl FetchError {
-    fn reason(&self) -> &'static str {
+    fn reason(&self) -> Reason {
         match self {
-            FetchError::Invalid(_) => "InvalidSpec",
-            FetchError::Store(_) => "StorageOperationFailed",
+            FetchError::Invalid(_) => Reason::InvalidSpec,
+            FetchError::Store(_) => Reason::StorageOperationFailed,
             FetchError::Verify(_) | FetchError::Git(GitError::NotAnnotated { .. }) => {
-                "VerificationError"
+                Reason::VerificationError
             }
-            FetchError::Secret(_)
-            | FetchError::Git(
-                GitError::Credentials(_)
-                | GitError::AuthRequired { .. }
-                | GitError::AuthFailed { .. }
-                | GitError::HostKey { .. }
-                | GitError::Tls { .. },
-            ) => "AuthenticationFailed",
-            _ => "GitOperationFailed",
+            FetchError::Secret(_) => Reason::AuthenticationFailed,
+            FetchError::Git(e) if e.is_authentication() => Reason::AuthenticationFailed,
+            _ => Reason::GitOperationFailed,
         }
     }
 }
 
-pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
-    let api: Api<GitRepository> = super::scoped(&ctx.client, namespace.as_deref());
-    super::controller(api)
-        .shutdown_on_signal()
-        .with_config(super::controller_config(&ctx))
-        .run(reconcile, error_policy, ctx)
-        .for_each(|r| super::log_outcome("GitRepository", r))
-        .await;
+impl From<FetchError> for Failure {
+    fn from(e: FetchError) -> Self {
+        Failure::new(e.reason(), e.to_string())
+    }
 }
 
-fn error_policy(_: Arc<GitRepository>, _: &Error, _: Arc<Context>) -> Action {
-    Action::requeue(Duration::from_secs(5))
+fn verify_mode(mode: VerificationMode) -> VerifyMode {
+    match mode {
+        VerificationMode::Head => VerifyMode::Head,
+        VerificationMode::Tag => VerifyMode::Tag,
+        VerificationMode::TagAndHead => VerifyMode::TagAndHead,
+    }
+}
+
+pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
+    let api: Api<GitRepository> = runtime::scoped(&ctx.client, namespace.as_deref());
+    runtime::run(ctx, runtime::controller(api), reconcile).await;
 }
 
 async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -87,44 +86,45 @@ async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action
     let name = repo.name_any();
     let generation = repo.metadata.generation;
     let old = repo.status.clone().unwrap_or_default();
-    let mut status = old.clone();
     if repo.spec.suspend {
         info!(namespace = %ns, name = %name, "reconciliation is suspended");
         return Ok(Action::await_change());
     }
-    status.last_handled_reconcile_at = repo.annotations().get(RECONCILE_REQUESTED_AT).cloned();
-    let interval = match duration("interval", &repo.spec.interval) {
+    let started = Instant::now();
+    let mut status = old.clone();
+    status::take_request(repo.as_ref(), &mut status);
+    let interval = match duration::field("interval", &repo.spec.interval) {
         Ok(d) => d,
         Err(msg) => {
-            conditions::mark_stalled(&mut status.conditions, "InvalidSpec", &msg, generation);
-            status.observed_generation = generation;
-            write_status(&ctx.client, &ns, &name, &status).await?;
-            return Ok(Action::await_change());
+            let result = Err(Failure::invalid(msg));
+            return finish(
+                &ctx,
+                repo.as_ref(),
+                &old,
+                status,
+                result,
+                None,
+                started,
+                false,
+            )
+            .await;
         }
     };
-    let key = artifact_key(&ns, &name);
-    let mut event: Option<(bool, &'static str, String)> = None;
-    let started = std::time::Instant::now();
+    let key = store_key::<GitRepository>(&ns, &name);
     let span = tracing::info_span!("reconcile", kind = "GitRepository", namespace = %ns, object = %name, revision = tracing::field::Empty);
-    let fetched =
-        tracing::Instrument::instrument(fetch(&repo, &ctx, &key, &old), span.clone()).await;
+    let fetched = fetch(&repo, &ctx, &key, &old)
+        .instrument(span.clone())
+        .await;
     if let Ok(Some(a)) = &fetched {
         span.record("revision", a.artifact.revision.as_str());
     }
     ctx.metrics
         .fetch_duration
         .observe(started.elapsed().as_secs_f64());
-    let label = match &fetched {
-        Ok(Some(_)) => "success".to_string(),
-        Ok(None) => "noop".to_string(),
-        Err(e) => e.reason().to_string(),
-    };
-    ctx.metrics
-        .observe_reconcile("GitRepository", label, started.elapsed());
     if repo.spec.verify.is_none() {
         conditions::remove(&mut status.conditions, SOURCE_VERIFIED);
     }
-    match fetched {
+    let result = match fetched {
         Ok(Some(Fetched { artifact, verified })) => {
             if !verified.is_empty() {
                 let msg = verified
@@ -142,62 +142,66 @@ async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action
                     &mut status.conditions,
                     SOURCE_VERIFIED,
                     true,
-                    "Succeeded",
+                    Reason::Succeeded.as_str(),
                     &msg,
                     generation,
                 );
             }
-            let msg = format!("stored artifact for revision '{}'", artifact.revision);
-            info!(namespace = %ns, name = %name, revision = %artifact.revision, "{msg}");
-            conditions::mark_ready(&mut status.conditions, "Succeeded", &msg, generation);
             let changed = old.artifact.as_ref().map(|a| &a.revision) != Some(&artifact.revision);
+            let done = stored(&artifact.revision, false);
             status.artifact = Some(artifact);
-            if changed {
-                event = Some((false, "NewArtifact", msg));
-            }
+            Ok(Done {
+                event: if changed {
+                    Reason::NewArtifact
+                } else {
+                    Reason::Succeeded
+                },
+                ..done
+            })
         }
         Ok(None) => {
-            let revision = old
-                .artifact
-                .as_ref()
-                .map(|a| a.revision.clone())
-                .unwrap_or_default();
-            let msg = format!("stored artifact for revision '{revision}'");
-            conditions::mark_ready(&mut status.conditions, "Succeeded", &msg, generation);
+            let revision = old.artifact.as_ref().map(|a| a.revision.as_str());
+            Ok(stored(revision.unwrap_or_default(), true))
         }
         Err(e) => {
-            let msg = e.to_string();
-            warn!(namespace = %ns, name = %name, error = %msg, "fetch failed");
-            let was = conditions::find(&old.conditions, READY).map(|c| c.message.clone());
-            if e.reason() == "VerificationError" {
+            if e.reason() == Reason::VerificationError {
                 conditions::set(
                     &mut status.conditions,
                     SOURCE_VERIFIED,
                     false,
-                    e.reason(),
-                    &msg,
+                    e.reason().as_str(),
+                    &e.to_string(),
                     generation,
                 );
             }
-            if matches!(e, FetchError::Invalid(_)) {
-                conditions::mark_stalled(&mut status.conditions, e.reason(), &msg, generation);
-            } else {
-                conditions::mark_failed(&mut status.conditions, e.reason(), &msg, generation);
-            }
-            if was.as_deref() != Some(msg.as_str()) {
-                event = Some((true, e.reason(), msg));
-            }
+            Err(Failure::from(e))
         }
+    };
+    // A source has no retry interval of its own (as in Flux): it retries on its interval.
+    let schedule = Schedule {
+        interval,
+        retry: interval,
+    };
+    finish(
+        &ctx,
+        repo.as_ref(),
+        &old,
+        status,
+        result,
+        Some(schedule),
+        started,
+        false,
+    )
+    .await
+}
+
+fn stored(revision: &str, noop: bool) -> Done {
+    Done {
+        reason: Reason::Succeeded,
+        message: format!("stored artifact for revision '{revision}'"),
+        event: Reason::Succeeded,
+        noop,
     }
-    status.observed_generation = generation;
-    if status != old {
-        write_status(&ctx.client, &ns, &name, &status).await?;
-    }
-    // After the status write, so that an event's round trip never delays the artifact.
-    if let Some((warning, reason, note)) = event {
-        ctx.event(repo.as_ref(), warning, reason, note).await;
-    }
-    Ok(Action::requeue(interval))
 }
 
 /// A newly stored artifact, and whose signatures it passed.
@@ -217,10 +221,10 @@ async fn fetch(
 ) -> Result<Option<Fetched>, FetchError> {
     let spec = &repo.spec;
     let timeout = match &spec.timeout {
-        Some(t) => duration("timeout", t).map_err(FetchError::Invalid)?,
+        Some(t) => duration::field("timeout", t).map_err(FetchError::Invalid)?,
         None => Duration::from_secs(60),
     };
-    let deadline = tokio::time::Instant::now() + timeout;
+    let deadline = deadline_after(timeout);
     let ns = repo.namespace().unwrap_or_default();
     let auth = match &spec.secret_ref {
         Some(r) => read_secret(ctx, &ns, &r.name, "spec.secretRef", Auth::from_secret_data).await?,
@@ -259,7 +263,7 @@ async fn fetch(
     }
     let verify = match &spec.verify {
         Some(v) => {
-            let objects = VerifyMode::from(v.mode).objects(&resolved).ok_or_else(|| {
+            let objects = verify_mode(v.mode).objects(&resolved).ok_or_else(|| {
                 FetchError::Invalid(
                     "spec.verify.mode: Tag verification needs spec.ref.tag or spec.ref.semver"
                         .into(),
@@ -377,22 +381,6 @@ fn is_current(
             && revision_commit(&prev.revision) == Some(resolved.commit.as_str())
             && stored(&prev.digest)
     })
-}
-
-async fn write_status(
-    client: &Client,
-    ns: &str,
-    name: &str,
-    status: &GitRepositoryStatus,
-) -> Result<(), Error> {
-    let api: Api<GitRepository> = Api::namespaced(client.clone(), ns);
-    api.patch_status(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "status": status })),
-    )
-    .await?;
-    Ok(())
 }
 
 #[cfg(test)]

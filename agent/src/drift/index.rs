@@ -1,0 +1,305 @@
+//! What skewer last applied, per object on each target and per owner: the pure half of
+//! self-heal. Watch events go in ([`Index::observe`]), the object to re-apply comes out. An
+//! object is known by its target *and* its id, so the same object on two clusters (or applied
+//! as two identities) is two objects. Tested without a cluster.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use skewer_appliers::ObjectId;
+use skewer_appliers::apply::{ApplyOptions, Planned};
+use skewer_appliers::drift::{Seen, Verdict, judge};
+
+use crate::targets::TargetKey;
+
+/// An object on a target.
+pub type Key = (TargetKey, ObjectId);
+
+struct Desired {
+    planned: Arc<Planned>,
+    owner: String,
+    /// `None` while an apply of this object is in flight.
+    seen: Option<Seen>,
+}
+
+struct OwnerState {
+    target: TargetKey,
+    opts: Arc<ApplyOptions>,
+    ids: HashSet<ObjectId>,
+    /// The revision and generation last applied in full, and when.
+    applied: Option<(String, Option<i64>, Instant)>,
+}
+
+/// What skewer last applied, per object and per owner (`Kind/namespace/name` of a
+/// Kustomization or Application).
+#[derive(Default)]
+pub struct Index {
+    objects: HashMap<Key, Desired>,
+    owners: HashMap<String, OwnerState>,
+}
+
+/// An object to re-apply, and how.
+pub struct Heal {
+    pub planned: Arc<Planned>,
+    pub opts: Arc<ApplyOptions>,
+    /// What changed, for the log.
+    pub why: String,
+}
+
+impl Index {
+    /// Records that `owner` is about to apply `planned` on `target`: entries are pending (not
+    /// judged) until [`Index::applied`]; the owner's objects that are not in `planned` (or
+    /// were on another target) leave the index, so that pruning them is not mistaken for drift.
+    pub fn begin<'a>(
+        &mut self,
+        owner: &str,
+        target: &TargetKey,
+        opts: Arc<ApplyOptions>,
+        planned: impl IntoIterator<Item = &'a Planned>,
+    ) {
+        let mut ids = HashSet::new();
+        for p in planned {
+            let id = p.manifest.id();
+            ids.insert(id.clone());
+            self.objects.insert(
+                (target.clone(), id),
+                Desired {
+                    planned: Arc::new(p.clone()),
+                    owner: owner.into(),
+                    seen: None,
+                },
+            );
+        }
+        let state = OwnerState {
+            target: target.clone(),
+            opts,
+            ids: ids.clone(),
+            applied: None,
+        };
+        if let Some(old) = self.owners.insert(owner.into(), state) {
+            let moved = old.target != *target;
+            for id in &old.ids {
+                if moved || !ids.contains(id) {
+                    self.remove_if_owned(&(old.target.clone(), id.clone()), owner);
+                }
+            }
+        }
+    }
+
+    /// Records what an apply on `target` left.
+    pub fn applied(&mut self, target: &TargetKey, id: &ObjectId, seen: Option<Seen>) {
+        if let Some(d) = self.objects.get_mut(&(target.clone(), id.clone())) {
+            d.seen = seen;
+        }
+    }
+
+    /// Records that `owner` applied `revision` at `generation` in full.
+    pub fn completed(&mut self, owner: &str, revision: &str, generation: Option<i64>) {
+        if let Some(o) = self.owners.get_mut(owner) {
+            o.applied = Some((revision.into(), generation, Instant::now()));
+        }
+    }
+
+    /// Whether `owner`'s last full apply in this process was `revision` at `generation`,
+    /// less than `max_age` ago (when given).
+    pub fn is_applied(
+        &self,
+        owner: &str,
+        revision: &str,
+        generation: Option<i64>,
+        max_age: Option<Duration>,
+    ) -> bool {
+        self.owners
+            .get(owner)
+            .and_then(|o| o.applied.as_ref())
+            .is_some_and(|(r, g, at)| {
+                r == revision && *g == generation && max_age.is_none_or(|m| at.elapsed() < m)
+            })
+    }
+
+    /// Stops healing `owner`'s objects (suspended, deleted, or failing).
+    pub fn forget_owner(&mut self, owner: &str) {
+        if let Some(o) = self.owners.remove(owner) {
+            for id in &o.ids {
+                self.remove_if_owned(&(o.target.clone(), id.clone()), owner);
+            }
+        }
+    }
+
+    fn remove_if_owned(&mut self, key: &Key, owner: &str) {
+        if self.objects.get(key).is_some_and(|d| d.owner == owner) {
+            self.objects.remove(key);
+        }
+    }
+
+    /// Judges a watch event on `target` (`live`: `None` when deleted). On drift the entry turns
+    /// pending and the object to re-apply is returned.
+    pub fn observe(
+        &mut self,
+        target: &TargetKey,
+        id: &ObjectId,
+        live: Option<Seen>,
+    ) -> Option<Heal> {
+        let d = self.objects.get_mut(&(target.clone(), id.clone()))?;
+        let why = match (judge(d.seen, live), d.seen, live) {
+            (Verdict::InSync, ..) => return None,
+            (_, Some(was), Some(now)) if was.generation != now.generation => {
+                format!("generation {:?} -> {:?}", was.generation, now.generation)
+            }
+            (Verdict::Changed, ..) => {
+                "fields skewer applied were changed by another manager".to_string()
+            }
+            (Verdict::Deleted, ..) => "deleted".to_string(),
+        };
+        d.seen = None;
+        let opts = self.owners.get(&d.owner)?.opts.clone();
+        Some(Heal {
+            planned: d.planned.clone(),
+            opts,
+            why,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::{ApiResource, GroupVersionKind};
+    use serde_json::json;
+    use skewer_appliers::Manifest;
+    use skewer_appliers::resources::Resolved;
+    use skewer_appliers::transform::{Owner, Transform};
+
+    fn planned(name: &str) -> Planned {
+        let gvk = GroupVersionKind::gvk("", "v1", "ConfigMap");
+        Planned {
+            manifest: Manifest {
+                origin: String::new(),
+                object: json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "ns"}}),
+            },
+            resource: Resolved {
+                resource: ApiResource::from_gvk(&gvk),
+                namespaced: true,
+            },
+        }
+    }
+
+    fn opts() -> Arc<ApplyOptions> {
+        Arc::new(ApplyOptions {
+            field_manager: "skewer".into(),
+            owner: Owner {
+                name: "a".into(),
+                namespace: "ns".into(),
+            },
+            transform: Transform::default(),
+            force: false,
+            concurrency: 1,
+            wait_timeout: Duration::from_secs(1),
+        })
+    }
+
+    fn spoke() -> TargetKey {
+        TargetKey {
+            cluster: Some("spoke".into()),
+            identity: None,
+        }
+    }
+
+    const S1: Seen = Seen {
+        fields: Some(1),
+        generation: Some(1),
+    };
+    const HUB: TargetKey = TargetKey::HUB;
+    const OWNER: &str = "Kustomization/ns/a";
+
+    #[test]
+    fn drift_is_judged_only_after_the_apply_is_recorded() {
+        let mut idx = Index::default();
+        let (a, b) = (planned("a"), planned("b"));
+        idx.begin(OWNER, &HUB, opts(), [&a, &b]);
+        let id = a.manifest.id();
+        assert!(
+            idx.observe(&HUB, &id, None).is_none(),
+            "pending entries are not judged"
+        );
+        idx.applied(&HUB, &id, Some(S1));
+        assert!(idx.observe(&HUB, &id, Some(S1)).is_none());
+        let heal = idx.observe(&HUB, &id, None).expect("deletion is drift");
+        assert_eq!(heal.planned.manifest.name(), "a");
+        assert!(
+            idx.observe(&HUB, &id, None).is_none(),
+            "one repair at a time"
+        );
+    }
+
+    #[test]
+    fn objects_leaving_the_source_and_forgotten_owners_are_not_healed() {
+        let mut idx = Index::default();
+        let (a, b) = (planned("a"), planned("b"));
+        idx.begin(OWNER, &HUB, opts(), [&a, &b]);
+        idx.applied(&HUB, &b.manifest.id(), Some(S1));
+        idx.begin(OWNER, &HUB, opts(), [&a]);
+        assert!(
+            idx.observe(&HUB, &b.manifest.id(), None).is_none(),
+            "pruned, not drift"
+        );
+        assert_eq!(idx.len(), 1);
+        idx.forget_owner(OWNER);
+        assert!(idx.is_empty());
+    }
+
+    #[test]
+    fn the_same_object_on_two_targets_is_two_objects() {
+        let mut idx = Index::default();
+        let a = planned("a");
+        let id = a.manifest.id();
+        idx.begin(OWNER, &HUB, opts(), [&a]);
+        idx.begin("Kustomization/ns/other", &spoke(), opts(), [&a]);
+        idx.applied(&HUB, &id, Some(S1));
+        assert_eq!(idx.len(), 2);
+        assert!(
+            idx.observe(&spoke(), &id, None).is_none(),
+            "the spoke's copy is still being applied"
+        );
+        assert!(
+            idx.observe(&HUB, &id, None).is_some(),
+            "the hub's copy drifted"
+        );
+
+        // An owner that moves to another target stops healing where it was.
+        idx.begin(OWNER, &spoke(), opts(), [&a]);
+        idx.applied(&HUB, &id, Some(S1));
+        assert!(
+            idx.observe(&HUB, &id, None).is_none(),
+            "no longer the hub's"
+        );
+    }
+
+    #[test]
+    fn applied_revision_is_tracked_per_owner() {
+        let mut idx = Index::default();
+        idx.begin(OWNER, &HUB, opts(), [&planned("a")]);
+        assert!(!idx.is_applied(OWNER, "main@sha1:1", Some(1), None));
+        idx.completed(OWNER, "main@sha1:1", Some(1));
+        assert!(idx.is_applied(OWNER, "main@sha1:1", Some(1), None));
+        assert!(!idx.is_applied(OWNER, "main@sha1:1", Some(2), None));
+        assert!(
+            !idx.is_applied(OWNER, "main@sha1:1", Some(1), Some(Duration::ZERO)),
+            "full sync due"
+        );
+        idx.begin(OWNER, &HUB, opts(), [&planned("a")]);
+        assert!(
+            !idx.is_applied(OWNER, "main@sha1:1", Some(1), None),
+            "a new apply starts afresh"
+        );
+    }
+}

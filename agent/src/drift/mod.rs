@@ -1,0 +1,28 @@
+//! Self-heal. Every applied object is recorded in an [`Index`] with what skewer's apply left;
+//! one metadata-only watch per kind and target, selecting skewer's owner label, compares each
+//! event with the index and re-applies just the object that drifted. No timers, no full
+//! re-applies, no per-object reads. [`index`] is the pure half, [`watch`] the I/O.
+
+pub mod index;
+pub mod watch;
+
+use std::sync::{Mutex, MutexGuard};
+
+pub use index::{Heal, Index};
+
+/// The index, shared by reconcilers (which record applies) and watches (which judge events).
+#[derive(Default)]
+pub struct Drift {
+    index: Mutex<Index>,
+}
+
+impl Drift {
+    pub fn lock(&self) -> MutexGuard<'_, Index> {
+        self.index.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The key under which an owner's applies are tracked: `Kind/namespace/name`.
+pub fn owner_key(kind: &str, namespace: &str, name: &str) -> String {
+    format!("{kind}/{namespace}/{name}")
+}

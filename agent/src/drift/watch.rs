@@ -1,0 +1,100 @@
+//! The watches of self-heal: one metadata-only watch per kind on each target, limited to
+//! objects with skewer's owner label, feeding [`super::Index::observe`]; a drifted object is
+//! re-applied through its target's applier.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::core::PartialObjectMeta;
+use kube::runtime::{WatchStreamExt, watcher};
+use skewer_appliers::ObjectId;
+use skewer_appliers::drift::Seen;
+use skewer_appliers::transform::OWNER_NAME;
+use tracing::{info, warn};
+
+use super::Heal;
+use crate::runtime::Context;
+use crate::targets::Target;
+
+/// Starts a watch on `target` for each kind in `resources` not watched there yet.
+pub fn ensure<'a>(
+    ctx: &Arc<Context>,
+    target: &Arc<Target>,
+    resources: impl IntoIterator<Item = &'a ApiResource>,
+) {
+    let mut watched = target.watched.lock().unwrap_or_else(|e| e.into_inner());
+    for ar in resources {
+        let key = (ar.group.clone(), ar.version.clone(), ar.kind.clone());
+        if watched.insert(key) {
+            tokio::spawn(watch_kind(ctx.clone(), target.clone(), ar.clone()));
+        }
+    }
+}
+
+fn id_of(meta: &PartialObjectMeta<DynamicObject>, ar: &ApiResource) -> ObjectId {
+    ObjectId {
+        namespace: meta.metadata.namespace.clone().unwrap_or_default(),
+        name: meta.metadata.name.clone().unwrap_or_default(),
+        group: ar.group.clone(),
+        kind: ar.kind.clone(),
+    }
+}
+
+/// One metadata watch of one kind across a target's cluster.
+async fn watch_kind(ctx: Arc<Context>, target: Arc<Target>, ar: ApiResource) {
+    // Metadata only: managedFields and generation are all drift needs.
+    let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(target.client.clone(), &ar);
+    let config = watcher::Config::default().labels(OWNER_NAME);
+    let mut events = watcher(api, config).default_backoff().boxed();
+    info!(kind = %ar.kind, group = %ar.group, target = %target.key, "watching for drift");
+    while let Some(event) = events.next().await {
+        let (meta, live) = match event {
+            Ok(watcher::Event::Apply(m) | watcher::Event::InitApply(m)) => {
+                let seen = Seen::of(&m.metadata, crate::reconcilers::FIELD_MANAGER);
+                (m, Some(seen))
+            }
+            Ok(watcher::Event::Delete(m)) => (m, None),
+            Ok(_) => continue,
+            Err(e) => {
+                warn!(kind = %ar.kind, target = %target.key, error = %e, "drift watch");
+                continue;
+            }
+        };
+        let id = id_of(&meta, &ar);
+        let heal = ctx.drift.lock().observe(&target.key, &id, live);
+        if let Some(heal) = heal {
+            let (ctx, target) = (ctx.clone(), target.clone());
+            let deleted = live.is_none();
+            tokio::spawn(async move { repair(ctx, target, id, heal, deleted).await });
+        }
+    }
+}
+
+async fn repair(ctx: Arc<Context>, target: Arc<Target>, id: ObjectId, heal: Heal, deleted: bool) {
+    let started = Instant::now();
+    match target.applier.apply_one(&heal.planned, &heal.opts).await {
+        Ok(outcome) => {
+            ctx.drift.lock().applied(&target.key, &id, outcome.seen);
+            let change = if deleted { "deleted" } else { "changed" };
+            ctx.metrics
+                .drift_corrected
+                .get_or_create(&crate::metrics::DriftLabels {
+                    kind: id.kind.clone(),
+                    change,
+                })
+                .inc();
+            let what = if deleted {
+                "recreated deleted object"
+            } else {
+                "reverted drift"
+            };
+            info!(object = %id.display(), target = %target.key, why = %heal.why, elapsed_ms = started.elapsed().as_millis() as u64, "{what}");
+        }
+        Err(e) => {
+            // Left pending: the next full reconcile reports the error in status.
+            warn!(object = %id.display(), target = %target.key, error = %e, "cannot correct drift");
+        }
+    }
+}

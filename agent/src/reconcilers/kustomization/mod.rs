@@ -1,0 +1,313 @@
+//! Kustomization reconciler: wait for dependencies, find the source's artifact, turn the spec
+//! into a [`skewer_appliers::SyncRequest`] ([`request`]), run the pipeline on the target, and
+//! report what it did in status. Deletion prunes according to `deletionPolicy`.
+
+pub mod request;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, PropagationPolicy};
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use skewer_appliers::Inventory;
+use skewer_appliers::load::normalize_path;
+use skewer_appliers::prune::prune;
+use skewer_appliers::wait::deadline_after;
+use tracing::{Instrument, info, info_span, warn};
+
+use super::FINALIZER;
+use crate::api::conditions::{self, HEALTHY, READY};
+use crate::api::{Kustomization, KustomizationStatus};
+use crate::artifacts;
+use crate::drift::owner_key;
+use crate::metrics::InFlight;
+use crate::runtime::{self, Context, Done, Error, Failure, Reason, Reconciled, finish, status};
+use crate::sync::{Sync, from_status, to_status};
+use crate::targets::Target;
+
+crate::reconciled!(Kustomization, KustomizationStatus);
+
+pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
+    let api: Api<Kustomization> = runtime::scoped(&ctx.client, namespace.as_deref());
+    let controller = runtime::controller(api.clone());
+    let dependents = controller.store();
+    // A new artifact reconciles the Kustomizations that use it.
+    let controller = artifacts::watch_sources(
+        controller,
+        &ctx.client,
+        namespace.as_deref(),
+        |ks: &Kustomization, kind, ns, name| {
+            let s = &ks.spec.source_ref;
+            s.kind == kind && s.name == name && in_namespace(ks, &s.namespace, ns)
+        },
+    )
+    // A dependency changing (becoming Ready) reconciles its dependents.
+    .watches(
+        api,
+        watcher::Config::default(),
+        move |dep: Kustomization| {
+            artifacts::referring(&dependents, &dep, |ks, ns, name| {
+                ks.spec
+                    .depends_on
+                    .iter()
+                    .any(|d| d.name == name && in_namespace(ks, &d.namespace, ns))
+            })
+        },
+    );
+    runtime::run(ctx, controller, reconcile).await;
+}
+
+/// Whether a reference's namespace (defaulting to the Kustomization's own) is `ns`.
+fn in_namespace(ks: &Kustomization, reference: &Option<String>, ns: &str) -> bool {
+    reference.clone().or_else(|| ks.namespace()).as_deref() == Some(ns)
+}
+
+// Boxed as `dyn Future + Send`: rustc cannot otherwise prove the finalizer's nested futures
+// Send for every lifetime (rust-lang/rust#102211).
+fn reconcile(
+    ks: Arc<Kustomization>,
+    ctx: Arc<Context>,
+) -> futures::future::BoxFuture<'static, Result<Action, Error>> {
+    Box::pin(async move {
+        let ns = ks.namespace().ok_or(Error::NoNamespace)?;
+        let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &ns);
+        let span = info_span!("reconcile", kind = "Kustomization", namespace = %ns, object = %ks.name_any(), revision = tracing::field::Empty);
+        finalizer(&api, FINALIZER, ks, move |event| async move {
+            match event {
+                Finalizer::Apply(ks) => apply(ks, ctx).await,
+                Finalizer::Cleanup(ks) => cleanup(ks, ctx).await,
+            }
+        })
+        .instrument(span)
+        .await
+        .map_err(|e| Error::Finalizer(e.to_string()))
+    })
+}
+
+fn owner_of(ks: &Kustomization) -> String {
+    owner_key(
+        Kustomization::KIND,
+        &ks.namespace().unwrap_or_default(),
+        &ks.name_any(),
+    )
+}
+
+async fn apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let owner = owner_of(&ks);
+    let old = ks.status.clone().unwrap_or_default();
+    if ks.spec.suspend {
+        // Suspended means hands off: drift is not corrected either.
+        ctx.drift.lock().forget_owner(&owner);
+        return Ok(Action::await_change());
+    }
+    let started = Instant::now();
+    let mut status = old.clone();
+    // A new reconcile request always applies in full, even when nothing changed.
+    let requested = status::take_request(ks.as_ref(), &mut status);
+    let spec_ready = request::schedule(&ks).and_then(|(schedule, timeout)| {
+        let target = ctx
+            .targets
+            .get(&request::target(&ks))
+            .map_err(|e| Failure::invalid(e.to_string()))?;
+        Ok((schedule, timeout, target))
+    });
+    let (schedule, timeout, target) = match spec_ready {
+        Ok(v) => v,
+        Err(f) => {
+            return finish(
+                &ctx,
+                ks.as_ref(),
+                &old,
+                status,
+                Err(f),
+                None,
+                started,
+                false,
+            )
+            .await;
+        }
+    };
+    let _in_flight = InFlight::start(&ctx.metrics.reconciles_in_flight);
+    let deadline = deadline_after(timeout);
+    let sync = Sync::new(&ctx, &target, ks.as_ref(), &owner);
+    // Health checks end at the deadline with a message naming what is unhealthy; this bound,
+    // a little later, only catches a stuck API call.
+    let bound = timeout.saturating_add(Duration::from_secs(5));
+    let result = match tokio::time::timeout(
+        bound,
+        reconcile_sync(&ks, &ctx, &sync, &mut status, deadline, requested),
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(_) => {
+            if let Some(recorded) = sync.recorded() {
+                status.inventory = Some(to_status(&recorded));
+            }
+            Err(Failure::new(
+                Reason::ReconciliationFailed,
+                format!("reconcile timed out after {timeout:?} (spec.timeout)"),
+            ))
+        }
+    };
+    let generation = ks.meta().generation;
+    match &result {
+        Ok(_) => conditions::set(
+            &mut status.conditions,
+            HEALTHY,
+            true,
+            Reason::Succeeded.as_str(),
+            "health checks passed",
+            generation,
+        ),
+        Err(f) if f.reason == Reason::HealthCheckFailed => conditions::set(
+            &mut status.conditions,
+            HEALTHY,
+            false,
+            f.reason.as_str(),
+            &f.message,
+            generation,
+        ),
+        Err(_) => {}
+    }
+    let recorded = sync.recorded().is_some();
+    finish(
+        &ctx,
+        ks.as_ref(),
+        &old,
+        status,
+        result,
+        Some(schedule),
+        started,
+        recorded,
+    )
+    .await
+}
+
+/// One reconcile's work, down the layers: dependencies, the source's artifact, the request,
+/// the pipeline. Records in `status` what it attempted, applied and holds.
+async fn reconcile_sync(
+    ks: &Kustomization,
+    ctx: &Arc<Context>,
+    sync: &Sync<'_, Kustomization>,
+    status: &mut KustomizationStatus,
+    deadline: tokio::time::Instant,
+    requested: bool,
+) -> Result<Done, Failure> {
+    let ns = ks.namespace().unwrap_or_default();
+    let owner = owner_of(ks);
+    dependencies_ready(ks, ctx).await?;
+
+    let src = &ks.spec.source_ref;
+    let src_ns = src.namespace.clone().unwrap_or_else(|| ns.clone());
+    let artifact = artifacts::lookup(&ctx.client, &src.kind, &src_ns, &src.name).await?;
+    let revision = artifact.revision.clone();
+    tracing::Span::current().record("revision", revision.as_str());
+    status.last_attempted_revision = Some(revision.clone());
+    let applied = |noop| Done {
+        reason: Reason::ReconciliationSucceeded,
+        message: format!("Applied revision: {revision}"),
+        event: Reason::ReconciliationSucceeded,
+        noop,
+    };
+
+    // Nothing changed since this process applied it in full, and drift is corrected from
+    // watches: no writes, no per-object reads.
+    let generation = ks.meta().generation;
+    let full_sync = ctx.settings.full_sync;
+    if !requested
+        && ctx
+            .drift
+            .lock()
+            .is_applied(&owner, &revision, generation, full_sync)
+    {
+        return Ok(applied(true));
+    }
+
+    let read = Instant::now();
+    let dir = normalize_path(ks.spec.path.as_deref().unwrap_or_default());
+    let files = artifacts::files_under(&ctx.store, &artifact, &dir).await?;
+    let artifact_ms = read.elapsed().as_millis() as u64;
+    let previous = from_status(status.inventory.as_ref());
+    let request = request::build(ks, files, previous, &ctx.settings, deadline);
+    let report = sync.run(request).await;
+    status.inventory = Some(to_status(&report.inventory));
+    for id in &report.pruned {
+        info!(object = %id.display(), "pruned");
+    }
+    if let Err(e) = report.result() {
+        return Err(request::failure(ks, e));
+    }
+    info!(objects = report.planned, artifact_ms, phases = %report.phases, "synced {revision}");
+    status.last_applied_revision = Some(revision.clone());
+    ctx.drift.lock().completed(&owner, &revision, generation);
+    Ok(applied(false))
+}
+
+/// Dependencies must be Ready at their current generation.
+async fn dependencies_ready(ks: &Kustomization, ctx: &Context) -> Result<(), Failure> {
+    let ns = ks.namespace().unwrap_or_default();
+    let not_ready = |message: String| Failure::new(Reason::DependencyNotReady, message);
+    for dep in &ks.spec.depends_on {
+        let dep_ns = dep.namespace.clone().unwrap_or_else(|| ns.clone());
+        let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &dep_ns);
+        let ready = match api.get_opt(&dep.name).await {
+            Ok(Some(d)) => {
+                let st = d.status.unwrap_or_default();
+                conditions::is_true(&st.conditions, READY)
+                    && st.observed_generation == d.metadata.generation
+            }
+            Ok(None) => false,
+            Err(e) => return Err(not_ready(format!("dependency {dep_ns}/{}: {e}", dep.name))),
+        };
+        if !ready {
+            return Err(not_ready(format!(
+                "dependency '{dep_ns}/{}' is not ready",
+                dep.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// On deletion: prune the inventory when `deletionPolicy` says so (`MirrorPrune` follows
+/// `prune`), then let the object go.
+async fn cleanup(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let policy = ks.spec.deletion_policy.as_deref().unwrap_or("MirrorPrune");
+    let delete = match policy {
+        "Delete" => true,
+        "Orphan" => false,
+        _ => ks.spec.prune,
+    };
+    ctx.drift.lock().forget_owner(&owner_of(&ks));
+    if delete && !ks.spec.suspend {
+        match ctx.targets.get(&request::target(&ks)) {
+            Ok(target) => delete_inventory(&ks, &ctx, &target).await,
+            // Nothing was ever applied through a target that cannot be had.
+            Err(e) => warn!(error = %e, "nothing to prune on deletion"),
+        }
+    }
+    Ok(Action::await_change())
+}
+
+async fn delete_inventory(ks: &Kustomization, ctx: &Context, target: &Target) {
+    let inventory = from_status(ks.status.as_ref().and_then(|s| s.inventory.as_ref()));
+    let stale = inventory.stale(&Inventory::default());
+    let report = prune(
+        target.applier.resources(),
+        stale,
+        &request::owner(ks),
+        PropagationPolicy::Background,
+        ctx.settings.concurrency,
+    )
+    .await;
+    if !report.failed.is_empty() {
+        warn!(
+            failed = report.failed.len(),
+            "objects left behind on deletion"
+        );
+    }
+}

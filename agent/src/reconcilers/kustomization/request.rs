@@ -1,0 +1,310 @@
+//! A Kustomization turned into plain values, once: its schedule and timeout, its target, and
+//! the [`SyncRequest`] the pipeline runs; and the pipeline's errors turned back into the
+//! reasons and messages its status shows. Pure: tested without a cluster.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::api::PropagationPolicy;
+use skewer_appliers::apply::ApplyOptions;
+use skewer_appliers::load::SourceFile;
+use skewer_appliers::patch::{PatchSpec, Selector};
+use skewer_appliers::sync::{HealthChecks, SyncError, SyncRequest};
+use skewer_appliers::transform::{Owner, Transform};
+use skewer_appliers::{Inventory, ObjectId};
+use tokio::time::Instant;
+
+use crate::api::Kustomization;
+use crate::api::duration;
+use crate::reconcilers::FIELD_MANAGER;
+use crate::runtime::{Failure, Reason, Schedule, Settings};
+use crate::targets::TargetKey;
+
+/// When to reconcile again, and the bound on one reconcile; each duration's error names
+/// its field.
+pub fn schedule(ks: &Kustomization) -> Result<(Schedule, Duration), Failure> {
+    let spec = &ks.spec;
+    let optional = |field: &str, value: &Option<String>| {
+        value
+            .as_deref()
+            .map(|v| duration::field(field, v))
+            .transpose()
+    };
+    let durations = || -> Result<_, String> {
+        let interval = duration::field("interval", &spec.interval)?;
+        let retry = optional("retryInterval", &spec.retry_interval)?.unwrap_or(interval);
+        let timeout = optional("timeout", &spec.timeout)?.unwrap_or(interval);
+        Ok((Schedule { interval, retry }, timeout))
+    };
+    durations().map_err(Failure::invalid)
+}
+
+/// The cluster and identity the Kustomization applies to.
+pub fn target(ks: &Kustomization) -> TargetKey {
+    TargetKey {
+        cluster: None,
+        identity: ks.spec.service_account_name.as_ref().map(|sa| {
+            format!(
+                "system:serviceaccount:{}:{sa}",
+                ks.namespace().unwrap_or_default()
+            )
+        }),
+    }
+}
+
+/// Whose labels the applied objects carry.
+pub fn owner(ks: &Kustomization) -> Owner {
+    Owner {
+        name: ks.name_any(),
+        namespace: ks.namespace().unwrap_or_default(),
+    }
+}
+
+/// What one sync of `ks` does with `files`, given what it applied before (`previous`).
+pub fn build(
+    ks: &Kustomization,
+    files: Vec<SourceFile>,
+    previous: Inventory,
+    settings: &Settings,
+    deadline: Instant,
+) -> SyncRequest {
+    let spec = &ks.spec;
+    let metadata = spec.common_metadata.clone().unwrap_or_default();
+    let apply = ApplyOptions {
+        field_manager: FIELD_MANAGER.into(),
+        owner: owner(ks),
+        transform: Transform {
+            target_namespace: spec.target_namespace.clone(),
+            labels: metadata.labels,
+            annotations: metadata.annotations,
+        },
+        force: spec.force,
+        concurrency: settings.concurrency,
+        wait_timeout: deadline.saturating_duration_since(Instant::now()),
+    };
+    SyncRequest {
+        files,
+        path: spec.path.clone().unwrap_or_default(),
+        patches: patches(ks),
+        apply: Arc::new(apply),
+        prune: spec.prune.then_some(PropagationPolicy::Background),
+        health: health_checks(ks),
+        deadline,
+        previous,
+    }
+}
+
+fn patches(ks: &Kustomization) -> Vec<PatchSpec> {
+    ks.spec
+        .patches
+        .iter()
+        .map(|p| PatchSpec {
+            patch: p.patch.clone(),
+            target: p.target.as_ref().map(|t| Selector {
+                group: t.group.clone(),
+                version: t.version.clone(),
+                kind: t.kind.clone(),
+                name: t.name.clone(),
+                namespace: t.namespace.clone(),
+                label_selector: t.label_selector.clone(),
+            }),
+        })
+        .collect()
+}
+
+/// Every applied object with `wait`, else the `healthChecks` (namespace defaulting to the
+/// Kustomization's, API version to `v1`).
+fn health_checks(ks: &Kustomization) -> HealthChecks {
+    if ks.spec.wait {
+        return HealthChecks::Applied;
+    }
+    if ks.spec.health_checks.is_empty() {
+        return HealthChecks::None;
+    }
+    let objects = ks
+        .spec
+        .health_checks
+        .iter()
+        .map(|h| {
+            let version = h.api_version.clone().unwrap_or_else(|| "v1".into());
+            let (group, _) = skewer_appliers::object::split_api_version(&version);
+            let id = ObjectId {
+                namespace: h
+                    .namespace
+                    .clone()
+                    .or_else(|| ks.namespace())
+                    .unwrap_or_default(),
+                name: h.name.clone(),
+                group: group.to_string(),
+                kind: h.kind.clone(),
+            };
+            (id, version)
+        })
+        .collect();
+    HealthChecks::Objects(objects)
+}
+
+/// The status a pipeline error shows: its reason, and a message naming what failed.
+pub fn failure(ks: &Kustomization, error: &SyncError) -> Failure {
+    let reason = match error {
+        SyncError::Build(_) => Reason::BuildFailed,
+        SyncError::Plan(_) | SyncError::Record(_) | SyncError::Apply(_) => {
+            Reason::ReconciliationFailed
+        }
+        SyncError::Prune(_) => Reason::PruneFailed,
+        SyncError::Unhealthy(_) => Reason::HealthCheckFailed,
+    };
+    let message = match error {
+        SyncError::Unhealthy(_) => {
+            let timeout = ks.spec.timeout.as_deref().unwrap_or(&ks.spec.interval);
+            format!("health check failed after {timeout} (spec.timeout): {error}")
+        }
+        _ => error.to_string(),
+    };
+    Failure::new(reason, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::KustomizationSpec;
+    use serde_json::json;
+    use skewer_appliers::health::{Health, HealthReport, Observed};
+
+    fn ks(spec: serde_json::Value) -> Kustomization {
+        let mut spec = spec;
+        spec["sourceRef"] = json!({"kind": "GitRepository", "name": "src"});
+        let spec: KustomizationSpec = serde_json::from_value(spec).unwrap();
+        let mut ks = Kustomization::new("apps", spec);
+        ks.metadata.namespace = Some("team".into());
+        ks
+    }
+
+    fn settings() -> Settings {
+        Settings {
+            concurrency: 16,
+            full_sync: None,
+            max_concurrent_reconciles: 4,
+        }
+    }
+
+    #[test]
+    fn durations_default_to_the_interval_and_errors_name_their_field() {
+        let (s, timeout) = schedule(&ks(json!({"interval": "10m"}))).unwrap();
+        assert_eq!(s.interval, Duration::from_secs(600));
+        assert_eq!((s.retry, timeout), (s.interval, s.interval));
+        let (s, timeout) = schedule(&ks(
+            json!({"interval": "10m", "retryInterval": "30s", "timeout": "2m"}),
+        ))
+        .unwrap();
+        assert_eq!(
+            (s.retry, timeout),
+            (Duration::from_secs(30), Duration::from_secs(120))
+        );
+        for (spec, field) in [
+            (
+                json!({"interval": "99999999999999999999h"}),
+                "spec.interval",
+            ),
+            (json!({"interval": "1e308h"}), "spec.interval"),
+            (json!({"timeout": "-1s"}), "spec.timeout"),
+            (json!({"retryInterval": "1fortnight"}), "spec.retryInterval"),
+            (
+                json!({"interval": "2562047h47m16.854775808s"}),
+                "spec.interval",
+            ),
+        ] {
+            let f = schedule(&ks(spec.clone())).unwrap_err();
+            assert_eq!(f.reason, Reason::InvalidSpec, "{spec}");
+            assert!(
+                f.message.starts_with(&format!("{field}: ")),
+                "{}",
+                f.message
+            );
+        }
+    }
+
+    #[test]
+    fn the_request_carries_the_spec() {
+        let ks = ks(json!({
+            "path": "./apps", "prune": true, "targetNamespace": "prod", "force": true,
+            "commonMetadata": {"labels": {"team": "a"}},
+            "patches": [{"patch": "[]", "target": {"kind": "Deployment", "labelSelector": "tier=web"}}],
+        }));
+        let previous = Inventory::default();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let req = build(&ks, Vec::new(), previous, &settings(), deadline);
+        assert_eq!(req.path, "./apps");
+        assert_eq!(req.prune, Some(PropagationPolicy::Background));
+        assert_eq!(req.apply.owner, owner(&ks));
+        assert_eq!(req.apply.owner.namespace, "team");
+        assert_eq!(
+            req.apply.transform.target_namespace.as_deref(),
+            Some("prod")
+        );
+        assert_eq!(req.apply.transform.labels["team"], "a");
+        assert!(req.apply.force);
+        assert_eq!(req.apply.field_manager, "skewer");
+        assert_eq!(
+            req.patches[0]
+                .target
+                .as_ref()
+                .and_then(|t| t.label_selector.as_deref()),
+            Some("tier=web")
+        );
+        assert_eq!(req.health, HealthChecks::None);
+        assert!(req.apply.wait_timeout <= Duration::from_secs(60));
+    }
+
+    #[test]
+    fn health_checks_default_their_namespace_and_version() {
+        let wait = ks(json!({"wait": true}));
+        assert_eq!(health_checks(&wait), HealthChecks::Applied);
+        let named = ks(json!({"healthChecks": [
+            {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            {"kind": "Service", "name": "db", "namespace": "data"},
+        ]}));
+        let HealthChecks::Objects(objects) = health_checks(&named) else {
+            panic!("named checks");
+        };
+        assert_eq!(objects[0].0.to_string(), "team_web_apps_Deployment");
+        assert_eq!(objects[0].1, "apps/v1");
+        assert_eq!(objects[1].0.to_string(), "data_db__Service");
+        assert_eq!(objects[1].1, "v1");
+    }
+
+    #[test]
+    fn tenants_are_their_service_account() {
+        assert_eq!(target(&ks(json!({}))), TargetKey::HUB);
+        let tenant = ks(json!({"serviceAccountName": "deployer"}));
+        assert_eq!(
+            target(&tenant).identity.as_deref(),
+            Some("system:serviceaccount:team:deployer")
+        );
+    }
+
+    #[test]
+    fn pipeline_errors_become_reasons_and_messages() {
+        let ks = ks(json!({"timeout": "2m"}));
+        let build = failure(&ks, &SyncError::Build("apps/a.yaml: line 3".into()));
+        assert_eq!(build.reason, Reason::BuildFailed);
+        let report = HealthReport {
+            objects: vec![(
+                ObjectId::parse("team_web_apps_Deployment").unwrap(),
+                Observed::Judged(Health::InProgress("available replicas: 0/1".into())),
+            )],
+        };
+        let unhealthy = failure(&ks, &SyncError::Unhealthy(report));
+        assert_eq!(unhealthy.reason, Reason::HealthCheckFailed);
+        assert_eq!(
+            unhealthy.message,
+            "health check failed after 2m (spec.timeout): Deployment/team/web: in progress: available replicas: 0/1"
+        );
+        let pruned = failure(&ks, &SyncError::Prune(Vec::new()));
+        assert_eq!(pruned.reason, Reason::PruneFailed);
+        let record = failure(&ks, &SyncError::Record("conflict".into()));
+        assert_eq!(record.reason, Reason::ReconciliationFailed);
+        assert_eq!(record.message, "recording inventory: conflict");
+    }
+}

@@ -1,0 +1,193 @@
+//! What every reconciler shares: the [`Context`], the controller wiring (which watch events
+//! trigger a reconcile, how many run at once, panics contained), the one way a reconcile's
+//! outcome is reported ([`report::finish`]), status writes, Events and retry backoff.
+
+pub mod backoff;
+pub mod outcome;
+pub mod panics;
+pub mod report;
+pub mod status;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::Client;
+use kube::Resource;
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
+use skewer_sources::{GitFetcher, Store};
+use tracing::warn;
+
+pub use outcome::{Done, Failure, Reason};
+pub use report::{Schedule, finish};
+pub use status::Reconciled;
+
+use crate::drift::Drift;
+use crate::metrics::Metrics;
+use crate::targets::Targets;
+
+/// Settings from the command line that reconcilers read.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Server-side apply requests in flight per reconcile.
+    pub concurrency: usize,
+    /// Re-apply everything this often even when nothing changed (`None`: never).
+    pub full_sync: Option<Duration>,
+    /// Reconciles of one kind running at once.
+    pub max_concurrent_reconciles: u16,
+}
+
+/// What every reconciler shares.
+pub struct Context {
+    /// The hub, as skewer itself: reads and writes skewer's own objects.
+    pub client: Client,
+    /// Where objects are applied: (cluster, identity) → client, applier, drift watches.
+    pub targets: Targets,
+    pub store: Store,
+    pub git: GitFetcher,
+    recorder: Recorder,
+    pub failures: backoff::Failures,
+    pub drift: Drift,
+    pub metrics: Arc<Metrics>,
+    pub settings: Settings,
+}
+
+impl Context {
+    pub async fn new(
+        client: Client,
+        data_dir: &std::path::Path,
+        settings: Settings,
+        metrics: Arc<Metrics>,
+    ) -> Result<Arc<Self>, kube::Error> {
+        let reporter = Reporter {
+            controller: "skewer".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Ok(Arc::new(Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            targets: Targets::new(client.clone()).await?,
+            client,
+            store: Store::new(data_dir.join("artifacts")),
+            git: GitFetcher::new(data_dir.join("git")),
+            failures: backoff::Failures::default(),
+            drift: Drift::default(),
+            metrics,
+            settings,
+        }))
+    }
+
+    /// Publishes a Kubernetes Event about `obj`; failures are logged, never fatal.
+    pub async fn event<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        warning: bool,
+        reason: Reason,
+        note: String,
+    ) {
+        let ev = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.as_str().into(),
+            note: Some(truncate(note, 1024)),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, &obj.object_ref(&())).await {
+            warn!(error = %e, "cannot publish event");
+        }
+    }
+}
+
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}
+
+/// Errors that end a reconcile without a status (the status write itself failed).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("object has no namespace")]
+    NoNamespace,
+    #[error("finalizer: {0}")]
+    Finalizer(String),
+}
+
+/// An `Api` over one namespace, or all of them.
+pub fn scoped<K>(client: &Client, namespace: Option<&str>) -> kube::Api<K>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    match namespace {
+        Some(ns) => kube::Api::namespaced(client.clone(), ns),
+        None => kube::Api::all(client.clone()),
+    }
+}
+
+/// A controller whose own watch triggers a reconcile only when the spec (generation), the
+/// reconcile-request annotation, finalizers or deletion change: never on our own status
+/// writes, which would otherwise echo back as a second full reconcile. Periodic work comes
+/// from requeues, not from the watch.
+pub fn controller<K: Reconciled>(api: kube::Api<K>) -> Controller<K> {
+    let (reader, writer) = reflector::store();
+    let trigger = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(reconcile_inputs::<K>, Default::default());
+    Controller::for_stream(trigger, reader)
+}
+
+fn reconcile_inputs<K: kube::Resource>(obj: &K) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let meta = obj.meta();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    meta.generation.hash(&mut h);
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(crate::api::RECONCILE_REQUESTED_AT))
+        .hash(&mut h);
+    meta.finalizers.hash(&mut h);
+    meta.deletion_timestamp.is_some().hash(&mut h);
+    Some(h.finish())
+}
+
+/// Runs `controller` until shutdown: at most `max_concurrent_reconciles` at once, panics
+/// contained to their object, a failed status write retried after a few seconds.
+pub async fn run<K, F, Fut>(ctx: Arc<Context>, controller: Controller<K>, reconcile: F)
+where
+    K: Reconciled,
+    F: Fn(Arc<K>, Arc<Context>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, Error>> + Send + 'static,
+{
+    let config = kube::runtime::controller::Config::default()
+        .concurrency(ctx.settings.max_concurrent_reconciles);
+    controller
+        .shutdown_on_signal()
+        .with_config(config)
+        .run(panics::guarded(reconcile), error_policy::<K>, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                warn!(kind = K::KIND, error = %e, "reconcile");
+            }
+        })
+        .await;
+}
+
+fn error_policy<K>(_: Arc<K>, _: &Error, _: Arc<Context>) -> Action {
+    Action::requeue(Duration::from_secs(5))
+}

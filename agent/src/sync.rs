@@ -1,0 +1,142 @@
+//! Drives the appliers' sync pipeline for any deploy kind: at its turning points the widened
+//! inventory is written to the object's `status.inventory` (before anything is applied), and
+//! drift tracking starts on the target. The deploy kind's reconciler builds the request and
+//! reads the report; it is not called back in between.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::json;
+use skewer_appliers::apply::{ApplyOptions, Outcome, Plan};
+use skewer_appliers::sync::{self as pipeline, SyncHooks, SyncReport, SyncRequest};
+use skewer_appliers::{Inventory, ObjectId};
+
+use crate::api::kustomization::{InventoryEntry, ResourceInventory};
+use crate::drift;
+use crate::runtime::{Context, Reconciled, status};
+use crate::targets::Target;
+
+/// One sync of `obj` (tracked for drift as `owner`) on `target`.
+pub struct Sync<'a, K> {
+    ctx: &'a Arc<Context>,
+    target: &'a Arc<Target>,
+    obj: &'a K,
+    owner: &'a str,
+    recorded: Mutex<Option<Inventory>>,
+}
+
+impl<'a, K: Reconciled> Sync<'a, K> {
+    pub fn new(ctx: &'a Arc<Context>, target: &'a Arc<Target>, obj: &'a K, owner: &'a str) -> Self {
+        Self {
+            ctx,
+            target,
+            obj,
+            owner,
+            recorded: Mutex::new(None),
+        }
+    }
+
+    pub async fn run(&self, request: SyncRequest) -> SyncReport {
+        let report = pipeline::run(&self.target.applier, self, request).await;
+        self.ctx
+            .metrics
+            .objects_pruned
+            .inc_by(report.pruned.len() as u64);
+        report
+    }
+
+    /// The widened inventory this sync wrote to status, if it wrote one. A reconcile cut short
+    /// (its deadline passed mid-apply) must keep it, not write back an older one.
+    pub fn recorded(&self) -> Option<Inventory> {
+        self.recorded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+impl<K: Reconciled> SyncHooks for Sync<'_, K> {
+    async fn record(&self, widened: &Inventory) -> Result<(), String> {
+        let inventory = to_status(widened);
+        status::patch(
+            &self.ctx.client,
+            self.obj,
+            json!({ "status": { "inventory": inventory } }),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        *self.recorded.lock().unwrap_or_else(|e| e.into_inner()) = Some(widened.clone());
+        Ok(())
+    }
+
+    fn applying(&self, plan: &Plan, opts: &Arc<ApplyOptions>) {
+        let planned = || plan.stages.iter().flatten();
+        self.ctx
+            .drift
+            .lock()
+            .begin(self.owner, &self.target.key, opts.clone(), planned());
+        drift::watch::ensure(
+            self.ctx,
+            self.target,
+            planned().map(|p| &p.resource.resource),
+        );
+        self.ctx.metrics.objects_applied.inc_by(plan.len() as u64);
+    }
+
+    fn applied(&self, outcomes: &[Outcome]) {
+        let mut index = self.ctx.drift.lock();
+        for o in outcomes {
+            index.applied(&self.target.key, &o.id, o.seen);
+        }
+    }
+}
+
+/// The inventory as status records it (Flux's format).
+pub fn to_status(inventory: &Inventory) -> ResourceInventory {
+    ResourceInventory {
+        entries: inventory
+            .entries
+            .iter()
+            .map(|(id, v)| InventoryEntry {
+                id: id.to_string(),
+                v: v.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// The inventory status records. Entries whose id does not parse are dropped (they could only
+/// come from a hand edit).
+pub fn from_status(inventory: Option<&ResourceInventory>) -> Inventory {
+    Inventory {
+        entries: inventory
+            .into_iter()
+            .flat_map(|i| &i.entries)
+            .filter_map(|e| Some((ObjectId::parse(&e.id)?, e.v.clone())))
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inventories_round_trip_through_status() {
+        let status = ResourceInventory {
+            entries: vec![
+                InventoryEntry {
+                    id: "ns_web_apps_Deployment".into(),
+                    v: "apps/v1".into(),
+                },
+                InventoryEntry {
+                    id: "garbage".into(),
+                    v: "v1".into(),
+                },
+            ],
+        };
+        let inv = from_status(Some(&status));
+        assert_eq!(inv.len(), 1, "unparsable ids are dropped");
+        assert_eq!(to_status(&inv).entries, status.entries[..1]);
+        assert!(from_status(None).is_empty());
+    }
+}

@@ -1,0 +1,782 @@
+//! The sync pipeline: one [`SyncRequest`] in, one [`SyncReport`] out. Every deploy kind
+//! (Kustomization today, Application next), the CLI, tests and benchmarks drive it the same way.
+//!
+//! build (load + patch) → plan (resolve kinds, transform, order) → widen the recorded inventory
+//! → apply stage by stage → prune → health.
+//!
+//! The rules it keeps: nothing touches the cluster unless build and plan succeeded; nothing is
+//! pruned unless every stage applied; the inventory is widened (and durably recorded by the
+//! caller's [`SyncHooks::record`]) *before* anything is applied, and narrowed only after
+//! pruning, so the inventory a report hands back always covers every object that may carry
+//! the owner's labels. The pipeline is generic over [`Cluster`], so these decisions are tested
+//! against an in-memory cluster; [`Applier`] is the real one.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant as Clock;
+
+use kube::api::PropagationPolicy;
+use tokio::time::Instant;
+
+use crate::apply::{Applier, ApplyError, ApplyOptions, Outcome, Plan};
+use crate::health::HealthReport;
+use crate::inventory::Inventory;
+use crate::load::{SourceFile, load};
+use crate::object::{Manifest, ObjectId};
+use crate::patch::{PatchSpec, apply_patches};
+use crate::prune::{PruneReport, prune};
+use crate::wait;
+
+/// Everything one sync needs, decided by the caller before it starts.
+#[derive(Debug)]
+pub struct SyncRequest {
+    /// The artifact's files (at least those under `path`).
+    pub files: Vec<SourceFile>,
+    /// The directory within the artifact to apply (`./apps`, `` for the root).
+    pub path: String,
+    pub patches: Vec<PatchSpec>,
+    /// Field manager, owner labels, transforms, force, concurrency, waits; kept by the caller
+    /// to heal drift with the same options.
+    pub apply: Arc<ApplyOptions>,
+    /// Delete objects that left the source, with this propagation; `None`: never prune.
+    pub prune: Option<PropagationPolicy>,
+    pub health: HealthChecks,
+    /// When health checks give up.
+    pub deadline: Instant,
+    /// The inventory recorded by the last sync (what may exist with the owner's labels).
+    pub previous: Inventory,
+}
+
+/// Which objects must be healthy for a sync to succeed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HealthChecks {
+    None,
+    /// Every object this sync applied.
+    Applied,
+    /// These objects (id and API version), applied by this sync or not.
+    Objects(Vec<(ObjectId, String)>),
+}
+
+/// Where and why a sync stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SyncError {
+    /// Loading or patching the manifests failed: nothing was sent.
+    Build(String),
+    /// An object could not be planned (unknown kind, defined twice): nothing was sent.
+    Plan(ApplyError),
+    /// The widened inventory could not be recorded: nothing was applied.
+    Record(String),
+    /// A stage failed; every error of that stage. Later stages and pruning did not run.
+    Apply(Vec<ApplyError>),
+    /// Some stale objects could not be deleted (they stay in the inventory).
+    Prune(Vec<(ObjectId, String)>),
+    /// Not every checked object was healthy by the deadline.
+    Unhealthy(HealthReport),
+}
+
+impl fmt::Display for SyncError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SyncError::Build(m) => f.write_str(m),
+            SyncError::Plan(e) => write!(f, "{e}"),
+            SyncError::Record(e) => write!(f, "recording inventory: {e}"),
+            SyncError::Apply(errs) => {
+                let lines: Vec<String> = errs.iter().map(ToString::to_string).collect();
+                f.write_str(&lines.join("; "))
+            }
+            SyncError::Prune(failed) => {
+                let lines: Vec<String> = failed
+                    .iter()
+                    .map(|(id, e)| format!("{}: {e}", id.display()))
+                    .collect();
+                write!(f, "prune failed: {}", lines.join("; "))
+            }
+            SyncError::Unhealthy(report) => f.write_str(&report.problems().join("; ")),
+        }
+    }
+}
+
+/// What a sync did. `inventory` is what the caller must record whatever the outcome.
+#[derive(Debug, Default)]
+pub struct SyncReport {
+    /// Covers every object that may carry the owner's labels after this sync.
+    pub inventory: Inventory,
+    /// Whether [`SyncHooks::record`] wrote a widened inventory during the sync.
+    pub recorded: bool,
+    /// Objects the plan held (the number sent to the server, skipped ones included).
+    pub planned: usize,
+    pub applied: Vec<Outcome>,
+    pub pruned: Vec<ObjectId>,
+    /// Stale objects deliberately left alone, with why.
+    pub prune_skipped: Vec<(ObjectId, String)>,
+    pub health: Option<HealthReport>,
+    pub error: Option<SyncError>,
+    /// Milliseconds spent in each step, for the log.
+    pub phases: Phases,
+}
+
+impl SyncReport {
+    pub fn result(&self) -> Result<(), &SyncError> {
+        match &self.error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// What the pipeline asks of a cluster. [`Applier`] talks to a real one.
+pub trait Cluster: Sync {
+    fn plan(
+        &self,
+        manifests: Vec<Manifest>,
+        opts: &ApplyOptions,
+    ) -> impl Future<Output = Result<Plan, ApplyError>> + Send;
+    fn apply(
+        &self,
+        plan: &Plan,
+        opts: &ApplyOptions,
+    ) -> impl Future<Output = Result<Vec<Outcome>, Vec<ApplyError>>> + Send;
+    fn prune(
+        &self,
+        stale: Vec<(ObjectId, String)>,
+        opts: &ApplyOptions,
+        propagation: PropagationPolicy,
+    ) -> impl Future<Output = PruneReport> + Send;
+    fn health(
+        &self,
+        objects: &[(ObjectId, String)],
+        deadline: Instant,
+    ) -> impl Future<Output = HealthReport> + Send;
+}
+
+impl Cluster for Applier {
+    async fn plan(
+        &self,
+        manifests: Vec<Manifest>,
+        opts: &ApplyOptions,
+    ) -> Result<Plan, ApplyError> {
+        Applier::plan(self, manifests, opts).await
+    }
+
+    async fn apply(
+        &self,
+        plan: &Plan,
+        opts: &ApplyOptions,
+    ) -> Result<Vec<Outcome>, Vec<ApplyError>> {
+        Applier::apply(self, plan, opts).await
+    }
+
+    async fn prune(
+        &self,
+        stale: Vec<(ObjectId, String)>,
+        opts: &ApplyOptions,
+        propagation: PropagationPolicy,
+    ) -> PruneReport {
+        prune(
+            self.resources(),
+            stale,
+            &opts.owner,
+            propagation,
+            opts.concurrency,
+        )
+        .await
+    }
+
+    async fn health(&self, objects: &[(ObjectId, String)], deadline: Instant) -> HealthReport {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        wait::healthy(self.resources(), objects, remaining).await
+    }
+}
+
+/// What the caller does at the pipeline's turning points.
+pub trait SyncHooks: Sync {
+    /// Durably records `widened` (the previous inventory plus everything about to be applied)
+    /// before anything is applied. An error stops the sync with nothing applied.
+    fn record(&self, widened: &Inventory) -> impl Future<Output = Result<(), String>> + Send;
+    /// The plan is about to be applied with `opts` (drift detection starts tracking it).
+    fn applying(&self, plan: &Plan, opts: &Arc<ApplyOptions>);
+    /// Every stage applied; what each apply left.
+    fn applied(&self, outcomes: &[Outcome]);
+}
+
+/// Hooks for callers that keep no status and track no drift: benchmarks, one-shot applies.
+pub struct Untracked;
+
+impl SyncHooks for Untracked {
+    async fn record(&self, _: &Inventory) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn applying(&self, _: &Plan, _: &Arc<ApplyOptions>) {}
+
+    fn applied(&self, _: &[Outcome]) {}
+}
+
+/// Runs one sync. Never panics on bad input: every failure is in the report.
+pub async fn run(
+    cluster: &impl Cluster,
+    hooks: &impl SyncHooks,
+    request: SyncRequest,
+) -> SyncReport {
+    let SyncRequest {
+        files,
+        path,
+        patches,
+        apply: opts,
+        prune: propagation,
+        health,
+        deadline,
+        previous,
+    } = request;
+    let mut report = SyncReport {
+        inventory: previous.clone(),
+        ..Default::default()
+    };
+    let mut phases = Phases::start();
+    let fail = |mut report: SyncReport, phases: Phases, e: SyncError| {
+        report.error = Some(e);
+        report.phases = phases;
+        report
+    };
+
+    let manifests = match build(&files, &path, &patches) {
+        Ok(m) => m,
+        Err(e) => return fail(report, phases, SyncError::Build(e)),
+    };
+    drop(files);
+    phases.mark("build");
+
+    let plan = match cluster.plan(manifests, &opts).await {
+        Ok(p) => p,
+        Err(e) => return fail(report, phases, SyncError::Plan(e)),
+    };
+    report.planned = plan.len();
+    phases.mark("plan");
+
+    let mut widened = previous.clone();
+    widened.extend(plan.inventory.entries.clone());
+    if widened != previous {
+        if let Err(e) = hooks.record(&widened).await {
+            return fail(report, phases, SyncError::Record(e));
+        }
+        report.recorded = true;
+    }
+    report.inventory = widened.clone();
+    phases.mark("inventory");
+
+    hooks.applying(&plan, &opts);
+    match cluster.apply(&plan, &opts).await {
+        Ok(outcomes) => {
+            hooks.applied(&outcomes);
+            report.applied = outcomes;
+        }
+        Err(errs) => return fail(report, phases, SyncError::Apply(errs)),
+    }
+    phases.mark("apply");
+
+    // Prune what left the source; whatever could not be deleted stays in the inventory.
+    report.inventory = plan.inventory.clone();
+    if let Some(propagation) = propagation {
+        let stale = widened.stale(&plan.inventory);
+        if !stale.is_empty() {
+            let pruned = cluster.prune(stale, &opts, propagation).await;
+            report.pruned = pruned.deleted;
+            report.prune_skipped = pruned.skipped;
+            let mut failed = Vec::new();
+            for (id, version, error) in pruned.failed {
+                report.inventory.entries.insert(id.clone(), version);
+                failed.push((id, error));
+            }
+            phases.mark("prune");
+            if !failed.is_empty() {
+                return fail(report, phases, SyncError::Prune(failed));
+            }
+        }
+    }
+
+    let checks = match health {
+        HealthChecks::None => Vec::new(),
+        HealthChecks::Applied => plan
+            .inventory
+            .entries
+            .iter()
+            .map(|(id, v)| (id.clone(), v.clone()))
+            .collect(),
+        HealthChecks::Objects(objects) => objects,
+    };
+    if !checks.is_empty() {
+        let observed = cluster.health(&checks, deadline).await;
+        phases.mark("health");
+        let healthy = observed.is_healthy();
+        report.health = Some(observed.clone());
+        if !healthy {
+            return fail(report, phases, SyncError::Unhealthy(observed));
+        }
+    }
+    report.phases = phases;
+    report
+}
+
+/// Loads the manifests under `path` and applies the patches: pure, nothing is sent.
+pub fn build(
+    files: &[SourceFile],
+    path: &str,
+    patches: &[PatchSpec],
+) -> Result<Vec<Manifest>, String> {
+    let mut manifests = load(files, path).map_err(|e| e.to_string())?;
+    apply_patches(&mut manifests, patches).map_err(|e| e.to_string())?;
+    Ok(manifests)
+}
+
+/// Milliseconds spent in each step of a sync.
+#[derive(Debug)]
+pub struct Phases {
+    last: Clock,
+    spent: Vec<(&'static str, u128)>,
+}
+
+impl Default for Phases {
+    fn default() -> Self {
+        Self::start()
+    }
+}
+
+impl Phases {
+    pub fn start() -> Self {
+        Self {
+            last: Clock::now(),
+            spent: Vec::new(),
+        }
+    }
+
+    pub fn mark(&mut self, phase: &'static str) {
+        let now = Clock::now();
+        self.spent
+            .push((phase, now.saturating_duration_since(self.last).as_millis()));
+        self.last = now;
+    }
+}
+
+impl fmt::Display for Phases {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self
+            .spent
+            .iter()
+            .map(|(p, ms)| format!("{p}={ms}ms"))
+            .collect();
+        f.write_str(&parts.join(" "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use kube::api::{ApiResource, GroupVersionKind};
+
+    use super::*;
+    use crate::apply::{Action, Planned};
+    use crate::drift::Seen;
+    use crate::health::{Health, Observed};
+    use crate::object::configmap_id as id;
+    use crate::order::stages;
+    use crate::resources::Resolved;
+    use crate::transform::{Owner, Transform};
+
+    /// An in-memory cluster: objects by id, and the failures a test wants.
+    #[derive(Default)]
+    struct Fake {
+        objects: Mutex<BTreeSet<ObjectId>>,
+        /// Objects whose apply fails.
+        refuse: BTreeSet<String>,
+        /// Objects whose deletion fails.
+        undeletable: BTreeSet<String>,
+        unhealthy: BTreeMap<String, Observed>,
+        /// What happened, in order.
+        log: Mutex<Vec<String>>,
+    }
+
+    impl Fake {
+        fn log(&self, line: String) {
+            self.log.lock().unwrap().push(line);
+        }
+
+        fn lines(&self) -> Vec<String> {
+            self.log.lock().unwrap().clone()
+        }
+
+        fn has(&self, name: &str) -> bool {
+            self.objects
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|id| id.name == name)
+        }
+    }
+
+    impl Cluster for Fake {
+        async fn plan(
+            &self,
+            manifests: Vec<Manifest>,
+            opts: &ApplyOptions,
+        ) -> Result<Plan, ApplyError> {
+            let mut out = Vec::new();
+            for stage in stages(manifests) {
+                let mut planned = Vec::new();
+                for mut m in stage.manifests {
+                    if m.kind() == "Unknown" {
+                        return Err(ApplyError {
+                            object: m.display(),
+                            origin: m.origin.clone(),
+                            message: "no such kind".into(),
+                        });
+                    }
+                    let (group, version) = m.group_version();
+                    let gvk = GroupVersionKind::gvk(group, version, m.kind());
+                    let namespaced = m.kind() != "Namespace";
+                    opts.transform.apply(&mut m, namespaced, &opts.owner);
+                    planned.push(Planned {
+                        manifest: m,
+                        resource: Resolved {
+                            resource: ApiResource::from_gvk(&gvk),
+                            namespaced,
+                        },
+                    });
+                }
+                out.push(planned);
+            }
+            let inventory = Inventory::from_manifests(out.iter().flatten().map(|p| &p.manifest));
+            Ok(Plan {
+                stages: out,
+                inventory,
+            })
+        }
+
+        async fn apply(
+            &self,
+            plan: &Plan,
+            _: &ApplyOptions,
+        ) -> Result<Vec<Outcome>, Vec<ApplyError>> {
+            let mut outcomes = Vec::new();
+            for stage in &plan.stages {
+                let mut errors = Vec::new();
+                for p in stage {
+                    let m = &p.manifest;
+                    if self.refuse.contains(m.name()) {
+                        errors.push(ApplyError {
+                            object: m.display(),
+                            origin: m.origin.clone(),
+                            message: "refused".into(),
+                        });
+                        continue;
+                    }
+                    self.log(format!("apply {}", m.name()));
+                    self.objects.lock().unwrap().insert(m.id());
+                    outcomes.push(Outcome {
+                        id: m.id(),
+                        action: Action::Applied,
+                        seen: Some(Seen {
+                            fields: Some(1),
+                            generation: Some(1),
+                        }),
+                    });
+                }
+                if !errors.is_empty() {
+                    return Err(errors);
+                }
+            }
+            Ok(outcomes)
+        }
+
+        async fn prune(
+            &self,
+            stale: Vec<(ObjectId, String)>,
+            _: &ApplyOptions,
+            _: PropagationPolicy,
+        ) -> PruneReport {
+            let mut report = PruneReport::default();
+            for (id, v) in stale {
+                if self.undeletable.contains(&id.name) {
+                    report.failed.push((id, v, "forbidden".into()));
+                } else {
+                    self.log(format!("delete {}", id.name));
+                    self.objects.lock().unwrap().remove(&id);
+                    report.deleted.push(id);
+                }
+            }
+            report
+        }
+
+        async fn health(&self, objects: &[(ObjectId, String)], _: Instant) -> HealthReport {
+            HealthReport {
+                objects: objects
+                    .iter()
+                    .map(|(id, _)| {
+                        let o = self
+                            .unhealthy
+                            .get(&id.name)
+                            .cloned()
+                            .unwrap_or(Observed::Judged(Health::Current));
+                        (id.clone(), o)
+                    })
+                    .collect(),
+            }
+        }
+    }
+
+    /// Hooks that log what they were told, and can refuse to record.
+    #[derive(Default)]
+    struct Hooks {
+        fail_record: bool,
+        recorded: Mutex<Vec<Inventory>>,
+        fake: Option<Arc<Fake>>,
+    }
+
+    impl SyncHooks for Hooks {
+        async fn record(&self, widened: &Inventory) -> Result<(), String> {
+            if let Some(f) = &self.fake {
+                f.log(format!("record {}", names(widened).join(",")));
+            }
+            if self.fail_record {
+                return Err("the API server is unavailable".into());
+            }
+            self.recorded.lock().unwrap().push(widened.clone());
+            Ok(())
+        }
+
+        fn applying(&self, _: &Plan, _: &Arc<ApplyOptions>) {}
+
+        fn applied(&self, _: &[Outcome]) {}
+    }
+
+    fn names(inv: &Inventory) -> Vec<String> {
+        inv.entries.keys().map(|id| id.name.clone()).collect()
+    }
+
+    fn cm(name: &str) -> String {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: ns}}\n")
+    }
+
+    fn inventory(names: &[&str]) -> Inventory {
+        Inventory {
+            entries: names.iter().map(|n| (id(n), "v1".to_string())).collect(),
+        }
+    }
+
+    fn request(files: &[(&str, String)], previous: &[&str]) -> SyncRequest {
+        SyncRequest {
+            files: files
+                .iter()
+                .map(|(p, d)| SourceFile {
+                    path: p.to_string(),
+                    data: d.clone().into_bytes(),
+                })
+                .collect(),
+            path: String::new(),
+            patches: Vec::new(),
+            apply: Arc::new(ApplyOptions {
+                field_manager: "skewer".into(),
+                owner: Owner {
+                    name: "app".into(),
+                    namespace: "ns".into(),
+                },
+                transform: Transform::default(),
+                force: false,
+                concurrency: 4,
+                wait_timeout: Duration::from_secs(1),
+            }),
+            prune: Some(PropagationPolicy::Background),
+            health: HealthChecks::None,
+            deadline: Instant::now() + Duration::from_secs(1),
+            previous: inventory(previous),
+        }
+    }
+
+    fn configmaps() -> crate::patch::Selector {
+        crate::patch::Selector {
+            kind: Some("ConfigMap".into()),
+            ..Default::default()
+        }
+    }
+
+    fn fake() -> Arc<Fake> {
+        Arc::new(Fake::default())
+    }
+
+    fn hooks(fake: &Arc<Fake>) -> Hooks {
+        Hooks {
+            fake: Some(fake.clone()),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn the_inventory_is_widened_and_recorded_before_anything_is_applied() {
+        let f = fake();
+        let req = request(&[("b.yaml", cm("b"))], &["a"]);
+        let report = run(f.as_ref(), &hooks(&f), req).await;
+        assert_eq!(report.result(), Ok(()));
+        assert_eq!(f.lines(), ["record a,b", "apply b", "delete a"]);
+        assert!(report.recorded);
+        assert_eq!(names(&report.inventory), ["b"]);
+        assert_eq!(report.pruned, [id("a")]);
+    }
+
+    #[tokio::test]
+    async fn an_inventory_that_does_not_grow_is_not_written() {
+        let f = fake();
+        let req = request(&[("a.yaml", cm("a"))], &["a", "b"]);
+        let report = run(f.as_ref(), &hooks(&f), req).await;
+        assert_eq!(f.lines(), ["apply a", "delete b"]);
+        assert!(!report.recorded);
+        assert_eq!(names(&report.inventory), ["a"]);
+    }
+
+    #[tokio::test]
+    async fn a_broken_source_touches_nothing_and_keeps_the_inventory() {
+        for files in [
+            vec![("a.yaml", "kind: [unclosed".to_string())],
+            vec![(
+                "a.yaml",
+                "apiVersion: x/v1\nkind: Unknown\nmetadata: {name: u}\n".to_string(),
+            )],
+        ] {
+            let f = fake();
+            let report = run(f.as_ref(), &hooks(&f), request(&files, &["a", "b"])).await;
+            assert!(
+                matches!(report.error, Some(SyncError::Build(_) | SyncError::Plan(_))),
+                "{:?}",
+                report.error
+            );
+            assert!(f.lines().is_empty(), "nothing recorded, applied or pruned");
+            assert_eq!(names(&report.inventory), ["a", "b"]);
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unrecorded_inventory_applies_nothing() {
+        let f = fake();
+        let h = Hooks {
+            fail_record: true,
+            ..hooks(&f)
+        };
+        let report = run(f.as_ref(), &h, request(&[("b.yaml", cm("b"))], &["a"])).await;
+        assert_eq!(f.lines(), ["record a,b"]);
+        assert_eq!(
+            report.error.map(|e| e.to_string()),
+            Some("recording inventory: the API server is unavailable".into())
+        );
+        assert_eq!(names(&report.inventory), ["a"], "what the server still has");
+    }
+
+    #[tokio::test]
+    async fn a_failed_stage_prunes_nothing_and_keeps_the_widened_inventory() {
+        let mut f = Fake::default();
+        f.refuse.insert("web".into());
+        let f = Arc::new(f);
+        let files = [
+            (
+                "ns.yaml",
+                "apiVersion: v1\nkind: Namespace\nmetadata: {name: ns}\n".to_string(),
+            ),
+            ("web.yaml", cm("web")),
+        ];
+        let report = run(f.as_ref(), &hooks(&f), request(&files, &["old"])).await;
+        assert_eq!(f.lines(), ["record ns,old,web", "apply ns"]);
+        assert!(f.has("ns") && !f.has("web"));
+        match &report.error {
+            Some(SyncError::Apply(errs)) => assert_eq!(errs[0].object, "ConfigMap/ns/web"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            names(&report.inventory),
+            ["ns", "old", "web"],
+            "old was not pruned, web may exist"
+        );
+    }
+
+    #[tokio::test]
+    async fn objects_that_cannot_be_pruned_stay_in_the_inventory() {
+        let mut f = Fake::default();
+        f.undeletable.insert("stuck".into());
+        let f = Arc::new(f);
+        let req = request(&[("a.yaml", cm("a"))], &["a", "gone", "stuck"]);
+        let report = run(f.as_ref(), &hooks(&f), req).await;
+        assert_eq!(names(&report.inventory), ["a", "stuck"]);
+        assert_eq!(report.pruned, [id("gone")]);
+        assert_eq!(
+            report.error.map(|e| e.to_string()),
+            Some("prune failed: ConfigMap/ns/stuck: forbidden".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn without_prune_stale_objects_are_left_and_forgotten() {
+        let f = fake();
+        let mut req = request(&[("a.yaml", cm("a"))], &["a", "b"]);
+        req.prune = None;
+        let report = run(f.as_ref(), &hooks(&f), req).await;
+        assert_eq!(f.lines(), ["apply a"]);
+        assert_eq!(names(&report.inventory), ["a"]);
+    }
+
+    #[tokio::test]
+    async fn health_checks_every_applied_object_or_the_named_ones() {
+        let mut f = Fake::default();
+        f.unhealthy.insert(
+            "web".into(),
+            Observed::Judged(Health::InProgress("available replicas: 0/1".into())),
+        );
+        let f = Arc::new(f);
+        let files = [("a.yaml", cm("a")), ("web.yaml", cm("web"))];
+
+        let mut req = request(&files, &[]);
+        req.health = HealthChecks::Applied;
+        let report = run(f.as_ref(), &hooks(&f), req).await;
+        assert_eq!(
+            report.error.map(|e| e.to_string()),
+            Some("ConfigMap/ns/web: in progress: available replicas: 0/1".into())
+        );
+        assert_eq!(
+            names(&report.inventory),
+            ["a", "web"],
+            "applied all the same"
+        );
+
+        let mut req = request(&files, &["a", "web"]);
+        req.health = HealthChecks::Objects(vec![(id("a"), "v1".into())]);
+        let report = run(f.as_ref(), &hooks(&f), req).await;
+        assert_eq!(report.result(), Ok(()));
+        assert_eq!(report.health.map(|h| h.objects.len()), Some(1));
+
+        let report = run(f.as_ref(), &hooks(&f), request(&files, &["a", "web"])).await;
+        assert!(report.health.is_none(), "no checks asked for");
+    }
+
+    #[tokio::test]
+    async fn patches_are_applied_before_planning() {
+        let f = fake();
+        let mut req = request(&[("a.yaml", cm("a"))], &[]);
+        req.patches = vec![PatchSpec {
+            patch: "[{op: add, path: /metadata/labels, value: {tier: web}}]".into(),
+            target: Some(configmaps()),
+        }];
+        let report = run(f.as_ref(), &hooks(&f), req).await;
+        assert_eq!(report.result(), Ok(()));
+        let mut bad = request(&[("a.yaml", cm("a"))], &["a"]);
+        bad.patches = vec![PatchSpec {
+            patch: "[{op: replace, path: /spec/nothing, value: 1}]".into(),
+            target: Some(configmaps()),
+        }];
+        let report = run(f.as_ref(), &hooks(&f), bad).await;
+        assert!(matches!(report.error, Some(SyncError::Build(_))));
+        assert_eq!(
+            f.lines(),
+            ["record a", "apply a"],
+            "the bad patch sent nothing"
+        );
+    }
+}
