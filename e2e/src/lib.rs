@@ -209,6 +209,7 @@ pub fn skewer_bin() -> &'static Path {
 /// A running `skewer run`, killed on drop.
 pub struct Skewer {
     child: Child,
+    bin: PathBuf,
     pub data_dir: tempfile::TempDir,
     pub log: PathBuf,
     namespace: String,
@@ -223,6 +224,11 @@ impl Skewer {
     }
 
     pub fn start_with(namespace: &str, extra: &[&str]) -> Result<Self> {
+        Self::start_bin(skewer_bin(), namespace, extra)
+    }
+
+    /// Starts the skewer binary at `bin` (another build, to compare with) watching `namespace`.
+    pub fn start_bin(bin: &Path, namespace: &str, extra: &[&str]) -> Result<Self> {
         let data_dir = tempfile::tempdir()?;
         let log = data_dir.path().join("skewer.log");
         let mut extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
@@ -238,9 +244,10 @@ impl Skewer {
             "--metrics-addr".to_string(),
             format!("127.0.0.1:{metrics_port}"),
         ]);
-        let child = Self::spawn(namespace, data_dir.path(), &log, &extra)?;
+        let child = Self::spawn(bin, namespace, data_dir.path(), &log, &extra)?;
         Ok(Self {
             child,
+            bin: bin.to_path_buf(),
             data_dir,
             log,
             namespace: namespace.into(),
@@ -249,12 +256,18 @@ impl Skewer {
         })
     }
 
-    fn spawn(namespace: &str, data: &Path, log: &Path, extra: &[String]) -> Result<Child> {
+    fn spawn(
+        bin: &Path,
+        namespace: &str,
+        data: &Path,
+        log: &Path,
+        extra: &[String],
+    ) -> Result<Child> {
         let logf = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(log)?;
-        Ok(Command::new(skewer_bin())
+        Ok(Command::new(bin)
             .args(["run", "--namespace", namespace, "--data-dir"])
             .arg(data)
             .args(extra)
@@ -275,6 +288,7 @@ impl Skewer {
     /// Starts again with the same data directory and flags.
     pub fn restart(&mut self) -> Result<()> {
         self.child = Self::spawn(
+            &self.bin,
             &self.namespace,
             self.data_dir.path(),
             &self.log,

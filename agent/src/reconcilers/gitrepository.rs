@@ -21,7 +21,7 @@ use crate::api::duration;
 use crate::api::gitrepository::{ArtifactStatus, VerificationMode};
 use crate::api::{GitRepository, GitRepositoryStatus};
 use crate::artifacts::store_key;
-use crate::runtime::{self, Context, Done, Error, Failure, Reason, Schedule, finish, status};
+use crate::runtime::{self, Context, Done, Error, Failure, Reason, Schedule, Session};
 
 crate::reconciled!(GitRepository, GitRepositoryStatus);
 
@@ -85,34 +85,19 @@ async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action
     let ns = repo.namespace().ok_or(Error::NoNamespace)?;
     let name = repo.name_any();
     let generation = repo.metadata.generation;
-    let old = repo.status.clone().unwrap_or_default();
     if repo.spec.suspend {
         info!(namespace = %ns, name = %name, "reconciliation is suspended");
         return Ok(Action::await_change());
     }
     let started = Instant::now();
-    let mut status = old.clone();
-    status::take_request(repo.as_ref(), &mut status);
+    let mut session = Session::begin(&ctx, repo.as_ref());
     let interval = match duration::field("interval", &repo.spec.interval) {
         Ok(d) => d,
-        Err(msg) => {
-            let result = Err(Failure::invalid(msg));
-            return finish(
-                &ctx,
-                repo.as_ref(),
-                &old,
-                status,
-                result,
-                None,
-                started,
-                false,
-            )
-            .await;
-        }
+        Err(msg) => return session.finish(Err(Failure::invalid(msg)), None).await,
     };
     let key = store_key::<GitRepository>(&ns, &name);
     let span = tracing::info_span!("reconcile", kind = "GitRepository", namespace = %ns, object = %name, revision = tracing::field::Empty);
-    let fetched = fetch(&repo, &ctx, &key, &old)
+    let fetched = fetch(&repo, &ctx, &key, session.old())
         .instrument(span.clone())
         .await;
     if let Ok(Some(a)) = &fetched {
@@ -121,6 +106,7 @@ async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action
     ctx.metrics
         .fetch_duration
         .observe(started.elapsed().as_secs_f64());
+    let status = &mut session.status;
     if repo.spec.verify.is_none() {
         conditions::remove(&mut status.conditions, SOURCE_VERIFIED);
     }
@@ -147,7 +133,8 @@ async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action
                     generation,
                 );
             }
-            let changed = old.artifact.as_ref().map(|a| &a.revision) != Some(&artifact.revision);
+            let previous = status.artifact.as_ref().map(|a| &a.revision);
+            let changed = previous != Some(&artifact.revision);
             let done = stored(&artifact.revision, false);
             status.artifact = Some(artifact);
             Ok(Done {
@@ -160,7 +147,7 @@ async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action
             })
         }
         Ok(None) => {
-            let revision = old.artifact.as_ref().map(|a| a.revision.as_str());
+            let revision = status.artifact.as_ref().map(|a| a.revision.as_str());
             Ok(stored(revision.unwrap_or_default(), true))
         }
         Err(e) => {
@@ -182,17 +169,7 @@ async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action
         interval,
         retry: interval,
     };
-    finish(
-        &ctx,
-        repo.as_ref(),
-        &old,
-        status,
-        result,
-        Some(schedule),
-        started,
-        false,
-    )
-    .await
+    session.finish(result, Some(schedule)).await
 }
 
 fn stored(revision: &str, noop: bool) -> Done {

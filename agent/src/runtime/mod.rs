@@ -1,6 +1,6 @@
 //! What every reconciler shares: the [`Context`], the controller wiring (which watch events
 //! trigger a reconcile, how many run at once, panics contained), the one way a reconcile's
-//! outcome is reported ([`report::finish`]), status writes, Events and retry backoff.
+//! outcome is reported ([`Session`]), status writes, Events and retry backoff.
 
 pub mod backoff;
 pub mod outcome;
@@ -22,7 +22,7 @@ use skewer_sources::{GitFetcher, Store};
 use tracing::warn;
 
 pub use outcome::{Done, Failure, Reason};
-pub use report::{Schedule, finish};
+pub use report::{Schedule, Session};
 pub use status::Reconciled;
 
 use crate::drift::Drift;

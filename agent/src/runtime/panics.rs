@@ -6,14 +6,13 @@ use std::any::Any;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Instant;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use kube::runtime::controller::Action;
 
 use super::outcome::{Failure, Reason};
-use super::report::finish;
+use super::report::Session;
 use super::status::Reconciled;
 use super::{Context, Error};
 
@@ -46,28 +45,18 @@ where
     move |obj: Arc<K>, ctx: Arc<Context>| {
         let reconcile = reconcile.clone();
         Box::pin(async move {
-            let started = Instant::now();
             match contain(reconcile(obj.clone(), ctx.clone())).await {
                 Ok(result) => result,
                 Err(panic) => {
-                    let old = obj.status().cloned().unwrap_or_default();
                     let failure = Failure::new(
                         Reason::ReconcilePanicked,
                         format!(
                             "reconcile panicked: {panic} (a bug in skewer: reported, and retried when the spec changes)"
                         ),
                     );
-                    finish(
-                        &ctx,
-                        obj.as_ref(),
-                        &old,
-                        old.clone(),
-                        Err(failure),
-                        None,
-                        started,
-                        false,
-                    )
-                    .await
+                    Session::begin(&ctx, obj.as_ref())
+                        .finish(Err(failure), None)
+                        .await
                 }
             }
         })

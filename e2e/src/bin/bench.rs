@@ -1,6 +1,7 @@
 //! Benchmarks on the local real API server; prints a Markdown table.
 //!
 //!   cargo run -p skewer-e2e --release --bin bench [-- --objects 1000 --runs 5 --concurrency 16]
+//!   … -- --baseline path/to/an/older/skewer   also measures that build, interleaved, to compare
 //!
 //! First sync of N ConfigMaps from a Git repo by the `skewer` daemon (Kustomization created →
 //! Ready), against `kubectl apply --server-side -f <dir>` of the same files, and against a
@@ -23,7 +24,7 @@ use skewer_appliers::apply::{Applier, ApplyOptions};
 use skewer_appliers::load::SourceFile;
 use skewer_appliers::sync::{HealthChecks, SyncRequest, Untracked};
 use skewer_appliers::transform::{Owner, Transform};
-use skewer_e2e::{GitServer, Skewer, client, hub, kc, kubectl, namespace};
+use skewer_e2e::{GitServer, Skewer, client, hub, kc, kubectl, namespace, skewer_bin};
 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
@@ -49,6 +50,8 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 struct Setup {
     c: Client,
+    /// Another skewer build measured beside this one (`--baseline`).
+    baseline: Option<std::path::PathBuf>,
     objects: usize,
     concurrency: usize,
     repo_url: String,
@@ -129,8 +132,8 @@ async fn delete_kustomization(ks: &Api<Kustomization>, name: &str, uid: &str) ->
 
 /// skewer, the daemon, end to end: Kustomization created through the API → Ready, awaited
 /// with a watch (no kubectl start-up or polling interval inside the measurement).
-async fn skewer_daemon(s: &Setup, ns: &str) -> Result<Duration> {
-    let _skewer = Skewer::start_with(ns, &["--concurrency", &s.concurrency.to_string()])?;
+async fn skewer_daemon(s: &Setup, ns: &str, bin: &Path) -> Result<Duration> {
+    let _skewer = Skewer::start_bin(bin, ns, &["--concurrency", &s.concurrency.to_string()])?;
     create_source(&s.c, ns, &s.repo_url).await?;
     let ks: Api<Kustomization> = Api::namespaced(s.c.clone(), ns);
     let start = Instant::now();
@@ -223,11 +226,12 @@ fn kubectl_apply(kubeconfig: &Path, dir: &Path, ns: &str) -> Result<Duration> {
     Ok(elapsed)
 }
 
-const NAMES: [&str; 4] = [
+const NAMES: [&str; 5] = [
     "skewer daemon: Kustomization created → Ready",
     "appliers library: the sync pipeline (load + plan + apply)",
     "bare kube-rs SSA loop",
     "kubectl apply --server-side -f DIR",
+    "baseline skewer daemon (--baseline): created → Ready",
 ];
 
 #[tokio::main]
@@ -251,7 +255,12 @@ async fn main() -> Result<()> {
         repo.write(&format!("cms/cm-{i:04}.yaml"), &configmap(i))?;
     }
     repo.commit("configmaps")?;
+    let baseline = std::env::args()
+        .skip_while(|a| a != "--baseline")
+        .nth(1)
+        .map(std::path::PathBuf::from);
     let setup = Setup {
+        baseline,
         applier: Applier::new(c.clone()).await?,
         c,
         objects,
@@ -278,12 +287,15 @@ async fn main() -> Result<()> {
         println!();
     }
     if wants("cold") {
-        cold_start(
-            &setup,
+        let (n, per) = (
             arg("--kustomizations", 100),
             arg("--per-kustomization", 100),
-        )
-        .await?;
+        );
+        cold_start(&setup, skewer_bin(), "skewer", n, per).await?;
+        if let Some(baseline) = &setup.baseline {
+            println!();
+            cold_start(&setup, baseline, "baseline", n, per).await?;
+        }
     }
     Ok(())
 }
@@ -291,15 +303,18 @@ async fn main() -> Result<()> {
 /// The first-sync table: the four approaches, interleaved round by round.
 async fn first_sync(setup: &Setup, kubeconfig: &Path, runs: usize, server: &str) -> Result<()> {
     let (objects, concurrency) = (setup.objects, setup.concurrency);
-    let mut times: [Vec<Duration>; 4] = Default::default();
+    let approaches = if setup.baseline.is_some() { 5 } else { 4 };
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); approaches];
     for round in 0..runs {
         for (which, slot) in times.iter_mut().enumerate() {
             let ns = namespace("bench")?;
-            let t = match which {
-                0 => skewer_daemon(setup, &ns).await?,
-                1 => library(setup, &ns).await?,
-                2 => bare_loop(setup, &ns).await?,
-                _ => kubectl_apply(kubeconfig, setup.dir.path(), &ns)?,
+            let t = match (which, &setup.baseline) {
+                (0, _) => skewer_daemon(setup, &ns, skewer_bin()).await?,
+                (1, _) => library(setup, &ns).await?,
+                (2, _) => bare_loop(setup, &ns).await?,
+                (3, _) => kubectl_apply(kubeconfig, setup.dir.path(), &ns)?,
+                (_, Some(bin)) => skewer_daemon(setup, &ns, bin).await?,
+                (_, None) => unreachable!("four approaches without a baseline"),
             };
             eprintln!("round {round}: {}: {:.2} s", NAMES[which], t.as_secs_f64());
             slot.push(t);
@@ -334,6 +349,9 @@ async fn first_sync(setup: &Setup, kubeconfig: &Path, runs: usize, server: &str)
         medians[0] / medians[2],
         medians[3] / medians[0]
     );
+    if let Some(baseline) = medians.get(4) {
+        println!("skewer / baseline: {:.2}x", medians[0] / baseline);
+    }
     Ok(())
 }
 
@@ -479,7 +497,7 @@ async fn steady_state(s: &Setup, objects: usize) -> Result<()> {
 
 /// `n` Kustomizations of `per` ConfigMaps each, all defined before skewer starts: time from
 /// process start to all Ready, and skewer's peak RSS.
-async fn cold_start(s: &Setup, n: usize, per: usize) -> Result<()> {
+async fn cold_start(s: &Setup, bin: &Path, label: &str, n: usize, per: usize) -> Result<()> {
     let ns = namespace("bench-cold")?;
     let git = GitServer::start()?;
     let repo = git.repo("many")?;
@@ -502,7 +520,7 @@ async fn cold_start(s: &Setup, n: usize, per: usize) -> Result<()> {
         create_kustomization(&ks, &ns, &format!("k{k:03}"), &format!("./k{k:03}"), "1h").await?;
     }
     let start = Instant::now();
-    let skewer = Skewer::start_with(&ns, &["--concurrency", &s.concurrency.to_string()])?;
+    let skewer = Skewer::start_bin(bin, &ns, &["--concurrency", &s.concurrency.to_string()])?;
     let mut peak_kib = 0u64;
     let mut first_ready = None;
     loop {
@@ -542,7 +560,9 @@ async fn cold_start(s: &Setup, n: usize, per: usize) -> Result<()> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let all_ready = start.elapsed();
-    println!("| cold start, {n} Kustomizations × {per} ConfigMaps (k8s 1.20) | figure | target |");
+    println!(
+        "| cold start ({label}), {n} Kustomizations × {per} ConfigMaps (k8s 1.20) | figure | target |"
+    );
     println!("|---|---:|---|");
     println!(
         "| process start → first Ready | {:.1} s | |",

@@ -24,7 +24,7 @@ use crate::api::{Kustomization, KustomizationStatus};
 use crate::artifacts;
 use crate::drift::owner_key;
 use crate::metrics::InFlight;
-use crate::runtime::{self, Context, Done, Error, Failure, Reason, Reconciled, finish, status};
+use crate::runtime::{self, Context, Done, Error, Failure, Reason, Reconciled, Session};
 use crate::sync::{Sync, from_status, to_status};
 use crate::targets::Target;
 
@@ -97,16 +97,12 @@ fn owner_of(ks: &Kustomization) -> String {
 
 async fn apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, Error> {
     let owner = owner_of(&ks);
-    let old = ks.status.clone().unwrap_or_default();
     if ks.spec.suspend {
         // Suspended means hands off: drift is not corrected either.
         ctx.drift.lock().forget_owner(&owner);
         return Ok(Action::await_change());
     }
-    let started = Instant::now();
-    let mut status = old.clone();
-    // A new reconcile request always applies in full, even when nothing changed.
-    let requested = status::take_request(ks.as_ref(), &mut status);
+    let mut session = Session::begin(&ctx, ks.as_ref());
     let spec_ready = request::schedule(&ks).and_then(|(schedule, timeout)| {
         let target = ctx
             .targets
@@ -116,19 +112,7 @@ async fn apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, Erro
     });
     let (schedule, timeout, target) = match spec_ready {
         Ok(v) => v,
-        Err(f) => {
-            return finish(
-                &ctx,
-                ks.as_ref(),
-                &old,
-                status,
-                Err(f),
-                None,
-                started,
-                false,
-            )
-            .await;
-        }
+        Err(f) => return session.finish(Err(f), None).await,
     };
     let _in_flight = InFlight::start(&ctx.metrics.reconciles_in_flight);
     let deadline = deadline_after(timeout);
@@ -136,9 +120,11 @@ async fn apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, Erro
     // Health checks end at the deadline with a message naming what is unhealthy; this bound,
     // a little later, only catches a stuck API call.
     let bound = timeout.saturating_add(Duration::from_secs(5));
+    let requested = session.requested;
+    let status = &mut session.status;
     let result = match tokio::time::timeout(
         bound,
-        reconcile_sync(&ks, &ctx, &sync, &mut status, deadline, requested),
+        reconcile_sync(&ks, &ctx, &sync, status, deadline, requested),
     )
     .await
     {
@@ -173,18 +159,10 @@ async fn apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, Erro
         ),
         Err(_) => {}
     }
-    let recorded = sync.recorded().is_some();
-    finish(
-        &ctx,
-        ks.as_ref(),
-        &old,
-        status,
-        result,
-        Some(schedule),
-        started,
-        recorded,
-    )
-    .await
+    if sync.recorded().is_some() {
+        session.wrote_status();
+    }
+    session.finish(result, Some(schedule)).await
 }
 
 /// One reconcile's work, down the layers: dependencies, the source's artifact, the request,
