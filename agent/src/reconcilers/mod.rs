@@ -1,6 +1,6 @@
 //! The reconcilers, one per kind. Each turns its objects into calls to the libraries (a fetch
 //! for sources, the sync pipeline for deploy kinds) and hands the outcome to
-//! [`crate::runtime::finish`], which reports it the same way for every kind.
+//! [`crate::runtime::Session::finish`], which reports it the same way for every kind.
 
 pub mod gitrepository;
 pub mod kustomization;
