@@ -18,7 +18,7 @@ use crate::object::{Manifest, ObjectId};
 use crate::order::stages;
 use crate::resources::{Resolved, Resources};
 use crate::transform::{Owner, Transform};
-use crate::{normalize, wait};
+use crate::{normalize, secrets, wait};
 
 /// Per-object annotation choosing how an object is applied.
 pub const SSA_POLICY: &str = "skewer.dev/ssa";
@@ -47,11 +47,12 @@ pub struct ApplyError {
 }
 
 impl ApplyError {
+    /// An error about `m`. A Secret's values are removed from the message, whatever quoted them.
     fn new(m: &Manifest, message: impl Into<String>) -> Self {
         Self {
             object: m.display(),
             origin: m.origin.clone(),
-            message: message.into(),
+            message: secrets::redact(m, &message.into()),
         }
     }
 }

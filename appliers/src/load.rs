@@ -28,10 +28,60 @@ pub enum LoadError {
     },
 }
 
+/// YAML documents one file may hold: far more than real repositories need (a 20,000-document
+/// file of generated manifests loads), few enough to stop a document-separator storm.
+pub const MAX_DOCUMENTS: usize = 100_000;
+/// YAML nodes (mappings, sequences, scalars) one file may hold; about 200 MB parsed.
+pub const MAX_NODES: usize = 2_000_000;
+/// How deep mappings and sequences may nest (protects the stack).
+pub const MAX_DEPTH: usize = 64;
+/// Aliases (`*ref`) one file may use; expansions are bounded too (alias bombs).
+pub const MAX_ALIASES: usize = 50_000;
+
 fn yaml_options() -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_documents = MAX_DOCUMENTS;
+    budget.max_nodes = MAX_NODES;
+    // Every node is one event, or two for a mapping or sequence (start and end).
+    budget.max_events = MAX_NODES.saturating_mul(2);
+    budget.max_depth = MAX_DEPTH;
+    budget.max_aliases = MAX_ALIASES;
     let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
     options.legacy_octal_numbers = true;
+    // Errors never quote the file's text: it may be a Secret's value.
+    options.with_snippet = false;
     options
+}
+
+/// What a parse error says. A breached limit is named with skewer's number for it.
+fn parse_message(e: &serde_saphyr::Error) -> String {
+    use serde_saphyr::budget::BudgetBreach as B;
+    let limit = match e {
+        serde_saphyr::Error::Budget { breach, .. } => match breach {
+            B::Documents { .. } => {
+                format!(
+                    "more than {MAX_DOCUMENTS} YAML documents in one file (skewer's limit; split the file)"
+                )
+            }
+            B::Nodes { .. } | B::Events { .. } => {
+                format!(
+                    "more than {MAX_NODES} YAML nodes in one file (skewer's limit; split the file)"
+                )
+            }
+            B::Depth { .. } => format!("nested deeper than {MAX_DEPTH} levels (skewer's limit)"),
+            B::Aliases { .. } | B::AliasAnchorRatio { .. } => format!(
+                "too many YAML aliases (more than {MAX_ALIASES}, or many more aliases than anchors: an alias bomb?)"
+            ),
+            other => format!("over a YAML parser limit ({other:?})"),
+        },
+        other => first_line(&other.to_string()).to_string(),
+    };
+    let at = e
+        .location()
+        .map(|l| format!("line {} column {}: ", l.line(), l.column()))
+        .unwrap_or_default();
+    format!("{at}{limit}")
 }
 
 /// Normalises a user-given path: `./apps/` → `apps`, `.` or `` → the root.
@@ -83,13 +133,9 @@ pub fn parse_file(path: &str, data: &[u8]) -> Result<Vec<Manifest>, LoadError> {
         vec![value]
     } else {
         serde_saphyr::from_multiple_with_options(text, yaml_options()).map_err(|e| {
-            let at = e
-                .location()
-                .map(|l| format!("line {} column {}: ", l.line(), l.column()))
-                .unwrap_or_default();
             LoadError::Parse {
                 file: path.to_string(),
-                message: format!("{at}{}", first_line(&e.to_string())),
+                message: parse_message(&e),
             }
         })?
     };
@@ -137,7 +183,8 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or(s)
 }
 
-fn type_name(v: &Value) -> &'static str {
+/// How a value is named in messages: "a number", "a mapping", …
+pub(crate) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "nothing",
         Value::Bool(_) => "a boolean",
@@ -252,6 +299,58 @@ mod tests {
             Err(LoadError::PathNotFound("nope".into()))
         );
         assert!(load(&files, "./").unwrap().is_empty());
+    }
+}
+
+#[cfg(test)]
+mod limits {
+    use super::*;
+
+    fn configmaps(n: usize) -> String {
+        (0..n)
+            .map(|i| format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{i}}}\ndata: {{i: \"{i}\"}}\n"))
+            .collect()
+    }
+
+    #[test]
+    fn a_file_of_twenty_thousand_documents_loads() {
+        let got = parse_file("many.yaml", configmaps(20_000).as_bytes()).unwrap();
+        assert_eq!(got.len(), 20_000);
+        assert_eq!(got[19_999].origin, "many.yaml#20000");
+    }
+
+    #[test]
+    fn breached_limits_are_named() {
+        let storm = "---\n".repeat(MAX_DOCUMENTS + 1);
+        let err = parse_file("storm.yaml", storm.as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("more than 100000 YAML documents"), "{err}");
+        let deep = format!(
+            "a: {}1{}",
+            "[".repeat(MAX_DEPTH + 1),
+            "]".repeat(MAX_DEPTH + 1)
+        );
+        let err = parse_file("deep.yaml", deep.as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("deep.yaml: "), "{err}");
+        assert!(err.contains("levels") || err.contains("nest"), "{err}");
+        // A billion laughs: each level doubles the aliases.
+        let mut bomb = String::from("a0: &a0 [x, x]\n");
+        for i in 1..40 {
+            bomb.push_str(&format!("a{i}: &a{i} [*a{}, *a{}]\n", i - 1, i - 1));
+        }
+        assert!(parse_file("bomb.yaml", bomb.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn parse_errors_do_not_quote_the_file() {
+        let secret = "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData:\n  password: hunter22-value: [\n";
+        let err = parse_file("s.yaml", secret.as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("hunter22"), "{err}");
     }
 }
 

@@ -1,8 +1,9 @@
 //! The sync pipeline: one [`SyncRequest`] in, one [`SyncReport`] out. Every deploy kind
 //! (Kustomization today, Application next), the CLI, tests and benchmarks drive it the same way.
 //!
-//! build (load + patch) → plan (resolve kinds, transform, order) → widen the recorded inventory
-//! → apply stage by stage → prune → health.
+//! build (load + patch) → plan (resolve kinds, transform, order) → claim the objects (none may
+//! belong to another owner) → widen the recorded inventory → apply stage by stage → prune →
+//! health.
 //!
 //! The rules it keeps: nothing touches the cluster unless build and plan succeeded; nothing is
 //! pruned unless every stage applied; the inventory is widened (and durably recorded by the
@@ -11,6 +12,7 @@
 //! the owner's labels. The pipeline is generic over [`Cluster`], so these decisions are tested
 //! against an in-memory cluster; [`Applier`] is the real one.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -23,9 +25,11 @@ use crate::apply::{Applier, ApplyError, ApplyOptions, Outcome, Plan};
 use crate::health::HealthReport;
 use crate::inventory::Inventory;
 use crate::load::{SourceFile, load};
+use crate::message::summarize;
 use crate::object::{Manifest, ObjectId};
 use crate::patch::{PatchSpec, apply_patches};
 use crate::prune::{PruneReport, prune};
+use crate::secrets;
 use crate::wait;
 
 /// Everything one sync needs, decided by the caller before it starts.
@@ -73,26 +77,43 @@ pub enum SyncError {
     Prune(Vec<(ObjectId, String)>),
     /// Not every checked object was healthy by the deadline.
     Unhealthy(HealthReport),
+    /// Objects another owner applies (with who): nothing was applied.
+    Conflict(Vec<(ObjectId, String)>),
+}
+
+impl SyncError {
+    /// One line per object the error is about (every one: for logs). Its `Display` is bounded:
+    /// it names the first few and counts the rest.
+    pub fn details(&self) -> Vec<String> {
+        match self {
+            SyncError::Build(m) | SyncError::Record(m) => vec![m.clone()],
+            SyncError::Plan(e) => vec![e.to_string()],
+            SyncError::Apply(errs) => errs.iter().map(ToString::to_string).collect(),
+            SyncError::Prune(failed) => failed
+                .iter()
+                .map(|(id, e)| format!("{}: {e}", id.display()))
+                .collect(),
+            SyncError::Unhealthy(report) => report.problems(),
+            SyncError::Conflict(held) => held
+                .iter()
+                .map(|(id, holder)| {
+                    format!(
+                        "{} is applied by {holder} (annotate it {TAKEOVER}: enabled to take it over)",
+                        id.display()
+                    )
+                })
+                .collect(),
+        }
+    }
 }
 
 impl fmt::Display for SyncError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let summary = summarize(&self.details());
         match self {
-            SyncError::Build(m) => f.write_str(m),
-            SyncError::Plan(e) => write!(f, "{e}"),
-            SyncError::Record(e) => write!(f, "recording inventory: {e}"),
-            SyncError::Apply(errs) => {
-                let lines: Vec<String> = errs.iter().map(ToString::to_string).collect();
-                f.write_str(&lines.join("; "))
-            }
-            SyncError::Prune(failed) => {
-                let lines: Vec<String> = failed
-                    .iter()
-                    .map(|(id, e)| format!("{}: {e}", id.display()))
-                    .collect();
-                write!(f, "prune failed: {}", lines.join("; "))
-            }
-            SyncError::Unhealthy(report) => f.write_str(&report.problems().join("; ")),
+            SyncError::Record(_) => write!(f, "recording inventory: {summary}"),
+            SyncError::Prune(_) => write!(f, "prune failed: {summary}"),
+            _ => f.write_str(&summary),
         }
     }
 }
@@ -189,8 +210,19 @@ impl Cluster for Applier {
     }
 }
 
+/// Per-object annotation allowing a sync to take over an object another owner applies.
+pub const TAKEOVER: &str = "skewer.dev/takeover";
+
 /// What the caller does at the pipeline's turning points.
 pub trait SyncHooks: Sync {
+    /// Claims the planned objects for this owner, before anything is recorded or applied.
+    /// Objects in `takeover` may be taken from another owner; any other object another owner
+    /// holds is refused, with who holds it, and nothing is claimed.
+    fn claim(
+        &self,
+        planned: &Inventory,
+        takeover: &BTreeSet<ObjectId>,
+    ) -> Result<(), Vec<(ObjectId, String)>>;
     /// Durably records `widened` (the previous inventory plus everything about to be applied)
     /// before anything is applied. An error stops the sync with nothing applied.
     fn record(&self, widened: &Inventory) -> impl Future<Output = Result<(), String>> + Send;
@@ -204,6 +236,10 @@ pub trait SyncHooks: Sync {
 pub struct Untracked;
 
 impl SyncHooks for Untracked {
+    fn claim(&self, _: &Inventory, _: &BTreeSet<ObjectId>) -> Result<(), Vec<(ObjectId, String)>> {
+        Ok(())
+    }
+
     async fn record(&self, _: &Inventory) -> Result<(), String> {
         Ok(())
     }
@@ -253,6 +289,17 @@ pub async fn run(
     };
     report.planned = plan.len();
     phases.mark("plan");
+
+    let takeover: BTreeSet<ObjectId> = plan
+        .stages
+        .iter()
+        .flatten()
+        .filter(|p| p.manifest.annotation(TAKEOVER) == Some("enabled"))
+        .map(|p| p.manifest.id())
+        .collect();
+    if let Err(held) = hooks.claim(&plan.inventory, &takeover) {
+        return fail(report, phases, SyncError::Conflict(held));
+    }
 
     let mut widened = previous.clone();
     widened.extend(plan.inventory.entries.clone());
@@ -318,7 +365,8 @@ pub async fn run(
     report
 }
 
-/// Loads the manifests under `path` and applies the patches: pure, nothing is sent.
+/// Loads the manifests under `path`, applies the patches, and prepares Secrets (values checked,
+/// `stringData` moved into `data`): pure, nothing is sent.
 pub fn build(
     files: &[SourceFile],
     path: &str,
@@ -326,6 +374,9 @@ pub fn build(
 ) -> Result<Vec<Manifest>, String> {
     let mut manifests = load(files, path).map_err(|e| e.to_string())?;
     apply_patches(&mut manifests, patches).map_err(|e| e.to_string())?;
+    for m in &mut manifests {
+        secrets::prepare(m).map_err(|e| format!("{} ({}): {e}", m.display(), m.origin))?;
+    }
     Ok(manifests)
 }
 
@@ -530,12 +581,28 @@ mod tests {
     /// Hooks that log what they were told, and can refuse to record.
     #[derive(Default)]
     struct Hooks {
+        /// Objects another owner holds.
+        held: BTreeMap<ObjectId, String>,
         fail_record: bool,
         recorded: Mutex<Vec<Inventory>>,
         fake: Option<Arc<Fake>>,
     }
 
     impl SyncHooks for Hooks {
+        fn claim(
+            &self,
+            planned: &Inventory,
+            takeover: &BTreeSet<ObjectId>,
+        ) -> Result<(), Vec<(ObjectId, String)>> {
+            let held: Vec<(ObjectId, String)> = planned
+                .entries
+                .keys()
+                .filter(|id| !takeover.contains(*id))
+                .filter_map(|id| Some((id.clone(), self.held.get(id)?.clone())))
+                .collect();
+            if held.is_empty() { Ok(()) } else { Err(held) }
+        }
+
         async fn record(&self, widened: &Inventory) -> Result<(), String> {
             if let Some(f) = &self.fake {
                 f.log(format!("record {}", names(widened).join(",")));
@@ -754,6 +821,50 @@ mod tests {
 
         let report = run(f.as_ref(), &hooks(&f), request(&files, &["a", "web"])).await;
         assert!(report.health.is_none(), "no checks asked for");
+    }
+
+    #[tokio::test]
+    async fn an_object_another_owner_holds_is_refused_unless_taken_over() {
+        let f = fake();
+        let mut h = hooks(&f);
+        h.held.insert(id("shared"), "Kustomization/ns/other".into());
+        let files = [("a.yaml", cm("a")), ("shared.yaml", cm("shared"))];
+        let report = run(f.as_ref(), &h, request(&files, &["old"])).await;
+        assert_eq!(
+            report.error.map(|e| e.to_string()),
+            Some("ConfigMap/ns/shared is applied by Kustomization/ns/other (annotate it skewer.dev/takeover: enabled to take it over)".into())
+        );
+        assert!(f.lines().is_empty(), "nothing recorded, applied or pruned");
+        assert_eq!(names(&report.inventory), ["old"]);
+
+        let taken = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared\n  namespace: ns\n  annotations: {skewer.dev/takeover: enabled}\n".to_string();
+        let report = run(f.as_ref(), &h, request(&[("shared.yaml", taken)], &[])).await;
+        assert_eq!(report.result(), Ok(()), "{:?}", report.error);
+        assert!(f.has("shared"));
+    }
+
+    #[tokio::test]
+    async fn ten_thousand_failures_make_a_short_message() {
+        let mut f = Fake::default();
+        let files: Vec<(String, String)> = (0..10_000)
+            .map(|i| {
+                let name = format!("c{i:05}");
+                f.refuse.insert(name.clone());
+                (format!("{name}.yaml"), cm(&name))
+            })
+            .collect();
+        let f = Arc::new(f);
+        let files: Vec<(&str, String)> =
+            files.iter().map(|(p, d)| (p.as_str(), d.clone())).collect();
+        let report = run(f.as_ref(), &hooks(&f), request(&files, &[])).await;
+        let error = report.error.expect("every apply refused");
+        assert_eq!(error.details().len(), 10_000, "all of them for the log");
+        let message = error.to_string();
+        assert!(message.len() < 4096, "{} bytes", message.len());
+        assert!(
+            message.starts_with("10000 objects: ConfigMap/ns/c00000 (c00000.yaml#1): refused"),
+            "{message}"
+        );
     }
 
     #[tokio::test]

@@ -1,0 +1,238 @@
+//! Secrets are applied so that their values never reach a message, and so that skewer owns
+//! the fields it means.
+//!
+//! - [`prepare`] refuses a `data` or `stringData` value that is not a string (an unquoted
+//!   number, boolean or map would be quoted back by the API server's error), naming the key
+//!   only; and moves `stringData` into `data` (base64), as the API server would, so that
+//!   skewer owns `data.<key>` and a later edit of `data.<key>` by anyone is drift it heals.
+//! - [`redact`] removes a Secret's values from any message about it (an API server error that
+//!   quotes what it was sent).
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::{Map, Value};
+
+use crate::load::type_name;
+use crate::object::Manifest;
+
+/// What replaces a Secret's value in messages.
+pub const REDACTED: &str = "<redacted>";
+
+/// Values shorter than this are not searched for in messages: replacing every `1` or `ab`
+/// would garble them, and the API server's quoting of values is redacted by shape anyway.
+const MIN_SEARCHED_VALUE: usize = 4;
+
+/// Whether `m` is a core `v1` Secret.
+pub fn is_secret(m: &Manifest) -> bool {
+    m.kind() == "Secret" && m.group_version().0.is_empty()
+}
+
+/// Checks a Secret's values and moves `stringData` into `data`. Other kinds are untouched.
+/// The error names the field and key, never the value.
+pub fn prepare(m: &mut Manifest) -> Result<(), String> {
+    if !is_secret(m) {
+        return Ok(());
+    }
+    for field in ["data", "stringData"] {
+        match &m.object[field] {
+            Value::Null => {}
+            Value::Object(values) => {
+                for (key, value) in values {
+                    if !value.is_string() {
+                        return Err(format!(
+                            "{field}.{key}: expected a string, got {} (quote it; the value is not shown)",
+                            type_name(value)
+                        ));
+                    }
+                }
+            }
+            other => {
+                return Err(format!(
+                    "{field}: expected a mapping of keys to strings, got {}",
+                    type_name(other)
+                ));
+            }
+        }
+    }
+    let Some(obj) = m.object.as_object_mut() else {
+        return Ok(());
+    };
+    let Some(Value::Object(string_data)) = obj.remove("stringData") else {
+        return Ok(());
+    };
+    let data = obj
+        .entry("data")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(data) = data {
+        // As the API server merges them: a key in both takes stringData's value.
+        for (key, value) in string_data {
+            let text = value.as_str().unwrap_or_default();
+            data.insert(key, Value::String(STANDARD.encode(text)));
+        }
+    }
+    Ok(())
+}
+
+/// `message` with `m`'s values removed when `m` is a Secret: every value the API server
+/// quotes as `Value:…` and every value of `data` (encoded or decoded) or `stringData`.
+pub fn redact(m: &Manifest, message: &str) -> String {
+    if !is_secret(m) {
+        return message.to_string();
+    }
+    let mut out = redact_quoted_values(message);
+    for value in values(m) {
+        if value.len() >= MIN_SEARCHED_VALUE {
+            out = out.replace(&value, REDACTED);
+        }
+    }
+    out
+}
+
+/// Every value of a Secret in the forms a message could show: as written, and `data`'s
+/// decoded.
+fn values(m: &Manifest) -> Vec<String> {
+    let mut out = Vec::new();
+    for field in ["data", "stringData"] {
+        let Some(values) = m.object[field].as_object() else {
+            continue;
+        };
+        for value in values.values() {
+            let text = match value {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            if field == "data"
+                && let Ok(decoded) = STANDARD.decode(text.as_bytes())
+                && let Ok(decoded) = String::from_utf8(decoded)
+            {
+                out.push(decoded);
+            }
+            out.push(text);
+        }
+    }
+    // Longest first, so that a value containing another is replaced whole.
+    out.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    out
+}
+
+/// Replaces what follows each `Value:` up to its closing brace, the way the API server quotes
+/// a value it could not use (`&value.valueUnstructured{Value:987654321}`).
+fn redact_quoted_values(message: &str) -> String {
+    const MARK: &str = "Value:";
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find(MARK) {
+        let (before, after) = rest.split_at(at + MARK.len());
+        out.push_str(before);
+        out.push_str(REDACTED);
+        let mut depth = 0usize;
+        let mut end = after.len();
+        for (i, c) in after.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    end = i;
+                    break;
+                }
+                '}' => depth -= 1,
+                _ => {}
+            }
+        }
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn secret(data: Value, string_data: Value) -> Manifest {
+        let mut object = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "ns"}});
+        if !data.is_null() {
+            object["data"] = data;
+        }
+        if !string_data.is_null() {
+            object["stringData"] = string_data;
+        }
+        Manifest {
+            origin: "s.yaml#1".into(),
+            object,
+        }
+    }
+
+    #[test]
+    fn non_string_values_are_refused_naming_the_key_only() {
+        for (value, got) in [
+            (json!(987654321), "a number"),
+            (json!(true), "a boolean"),
+            (json!({"nested": "s3cret-value"}), "a mapping"),
+        ] {
+            let mut m = secret(Value::Null, json!({"pin": value}));
+            let err = prepare(&mut m).unwrap_err();
+            assert_eq!(
+                err,
+                format!(
+                    "stringData.pin: expected a string, got {got} (quote it; the value is not shown)"
+                )
+            );
+            assert!(
+                !err.contains("987654321") && !err.contains("s3cret"),
+                "{err}"
+            );
+        }
+        let mut m = secret(json!(["x"]), Value::Null);
+        assert!(
+            prepare(&mut m)
+                .unwrap_err()
+                .starts_with("data: expected a mapping")
+        );
+    }
+
+    #[test]
+    fn string_data_becomes_data_and_wins_over_it() {
+        let mut m = secret(
+            json!({"user": "YWRtaW4=", "password": "b2xk"}),
+            json!({"password": "hunter22"}),
+        );
+        prepare(&mut m).unwrap();
+        assert!(m.object.get("stringData").is_none());
+        assert_eq!(
+            m.object["data"],
+            json!({"user": "YWRtaW4=", "password": "aHVudGVyMjI="})
+        );
+        let mut cm = Manifest {
+            origin: String::new(),
+            object: json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"n": 1}}),
+        };
+        prepare(&mut cm).unwrap();
+        assert_eq!(cm.object["data"]["n"], 1, "other kinds are not touched");
+    }
+
+    #[test]
+    fn api_errors_about_secrets_lose_their_values() {
+        let m = secret(
+            json!({"token": "c2VjcmV0LXRva2Vu"}),
+            json!({"pin": "987654321"}),
+        );
+        let message = ".stringData.pin: expected string, got &value.valueUnstructured{Value:987654321}; \
+            data.token: secret-token and c2VjcmV0LXRva2Vu; map: &value.valueUnstructured{Value:map[string]interface {}{\"a\":\"b\"}} end";
+        let got = redact(&m, message);
+        assert_eq!(
+            got,
+            ".stringData.pin: expected string, got &value.valueUnstructured{Value:<redacted>}; \
+            data.token: <redacted> and <redacted>; map: &value.valueUnstructured{Value:<redacted>} end"
+        );
+        let cm = Manifest {
+            origin: String::new(),
+            object: json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "visible-value"}}),
+        };
+        assert_eq!(
+            redact(&cm, "Value:visible-value}"),
+            "Value:visible-value}",
+            "only Secrets are redacted"
+        );
+    }
+}
