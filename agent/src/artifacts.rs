@@ -7,15 +7,14 @@
 use std::sync::Arc;
 
 use kube::api::Api;
-use kube::runtime::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use skewer_appliers::load::SourceFile;
 
 use crate::api::GitRepository;
 use crate::api::gitrepository::ArtifactStatus;
-use crate::runtime::{Failure, Reason, Reconciled, scoped};
+use crate::runtime::{Failure, Reason, Reconciled, scoped, watch};
 
 /// The source kinds a deploy kind may name.
 pub const KINDS: &[&str] = &["GitRepository"];
@@ -127,15 +126,12 @@ where
     K: Reconciled,
 {
     let store = controller.store();
-    controller.watches(
-        scoped::<GitRepository>(client, namespace),
-        watcher::Config::default(),
-        move |source: GitRepository| {
-            referring(&store, &source, |k, ns, name| {
-                uses(k, GitRepository::KIND, ns, name)
-            })
-        },
-    )
+    let sources = watcher(scoped::<GitRepository>(client, namespace), watch::config());
+    controller.watches_stream(sources.touched_objects(), move |source: GitRepository| {
+        referring(&store, &source, |k, ns, name| {
+            uses(k, GitRepository::KIND, ns, name)
+        })
+    })
 }
 
 /// The objects in `store` for which `refers(object, namespace, name)` of `target` holds.

@@ -10,6 +10,7 @@ pub mod http;
 pub mod leader;
 pub mod manifests;
 pub mod metrics;
+pub mod ownership;
 pub mod reconcilers;
 pub mod runtime;
 pub mod sync;

@@ -66,6 +66,11 @@ struct RunArgs {
     /// How long a lease lasts without renewal; a follower takes over after it.
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     lease_duration: Duration,
+    /// Let GitRepositories use local paths (`file://`) when running in a cluster, where they
+    /// are the pod's own files. Outside a cluster they are allowed; skewer's data directory
+    /// never is.
+    #[arg(long)]
+    allow_file_urls: bool,
     /// Address for /metrics, /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:8080", env = "SKEWER_METRICS_ADDR")]
     metrics_addr: std::net::SocketAddr,
@@ -151,6 +156,9 @@ async fn run(args: RunArgs) -> Result<()> {
         concurrency: args.concurrency,
         full_sync: args.full_sync_interval,
         max_concurrent_reconciles: 4,
+        data_dir: args.data_dir.clone(),
+        local_sources: args.allow_file_urls
+            || std::env::var_os("KUBERNETES_SERVICE_HOST").is_none(),
     };
     let ctx = runtime::Context::new(client, &args.data_dir, settings, metrics)
         .await

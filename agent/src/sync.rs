@@ -1,8 +1,10 @@
-//! Drives the appliers' sync pipeline for any deploy kind: at its turning points the widened
-//! inventory is written to the object's `status.inventory` (before anything is applied), and
-//! drift tracking starts on the target. The deploy kind's reconciler builds the request and
+//! Drives the appliers' sync pipeline for any deploy kind: at its turning points the planned
+//! objects are claimed for their owner (none may belong to another), the widened inventory is
+//! written to the object's `status.inventory` (before anything is applied), and drift tracking
+//! starts on the target. The deploy kind's reconciler builds the request and
 //! reads the report; it is not called back in between.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use serde_json::json;
@@ -37,6 +39,10 @@ impl<'a, K: Reconciled> Sync<'a, K> {
 
     pub async fn run(&self, request: SyncRequest) -> SyncReport {
         let report = pipeline::run(&self.target.applier, self, request).await;
+        // It holds what its inventory holds: what it pruned is free for others.
+        self.ctx
+            .ownership
+            .settle(&self.target.key.cluster, self.owner, &report.inventory);
         self.ctx
             .metrics
             .objects_pruned
@@ -55,6 +61,16 @@ impl<'a, K: Reconciled> Sync<'a, K> {
 }
 
 impl<K: Reconciled> SyncHooks for Sync<'_, K> {
+    fn claim(
+        &self,
+        planned: &Inventory,
+        takeover: &BTreeSet<ObjectId>,
+    ) -> Result<(), Vec<(ObjectId, String)>> {
+        self.ctx
+            .ownership
+            .claim(&self.target.key.cluster, self.owner, planned, takeover)
+    }
+
     async fn record(&self, widened: &Inventory) -> Result<(), String> {
         let inventory = to_status(widened);
         status::patch(

@@ -107,6 +107,22 @@ pub fn parse(input: &str) -> Result<Duration, DurationError> {
     Ok(Duration::from_nanos(total))
 }
 
+/// The shortest interval (and retry interval) skewer accepts. Shorter ones would keep the API
+/// server and the source's host busy for nothing: an interval of 0 reconciles hundreds of
+/// times a second.
+pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Parses interval field `field`, refusing values under [`MIN_INTERVAL`].
+pub fn interval(field: &str, value: &str) -> Result<Duration, String> {
+    let d = self::field(field, value)?;
+    if d < MIN_INTERVAL {
+        return Err(format!(
+            "spec.{field}: '{value}' is shorter than skewer's minimum interval of 1s"
+        ));
+    }
+    Ok(d)
+}
+
 /// Parses the value of spec field `field`; the message names the field, like
 /// `spec.interval: '1fortnight' has unknown unit 'fortnight' (ns, us, ms, s, m or h)`.
 pub fn field(field: &str, value: &str) -> Result<Duration, String> {
@@ -217,6 +233,24 @@ mod tests {
         );
         assert!(matches!(parse(""), Err(DurationError::Empty(_))));
         assert!(matches!(parse("."), Err(DurationError::Malformed(_))));
+    }
+
+    #[test]
+    fn intervals_have_a_floor() {
+        assert_eq!(interval("interval", "1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(
+            interval("retryInterval", "999ms").unwrap_err(),
+            "spec.retryInterval: '999ms' is shorter than skewer's minimum interval of 1s"
+        );
+        assert_eq!(
+            interval("interval", "0s").unwrap_err(),
+            "spec.interval: '0s' is zero: it must be more than that"
+        );
+        assert_eq!(
+            field("timeout", "500ms"),
+            Ok(Duration::from_millis(500)),
+            "timeouts may be short"
+        );
     }
 
     #[test]

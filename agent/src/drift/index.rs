@@ -21,6 +21,8 @@ struct Desired {
     owner: String,
     /// `None` while an apply of this object is in flight.
     seen: Option<Seen>,
+    /// When the last apply of it finished.
+    applied_at: Option<Instant>,
 }
 
 struct OwnerState {
@@ -68,6 +70,7 @@ impl Index {
                     planned: Arc::new(p.clone()),
                     owner: owner.into(),
                     seen: None,
+                    applied_at: None,
                 },
             );
         }
@@ -91,6 +94,7 @@ impl Index {
     pub fn applied(&mut self, target: &TargetKey, id: &ObjectId, seen: Option<Seen>) {
         if let Some(d) = self.objects.get_mut(&(target.clone(), id.clone())) {
             d.seen = seen;
+            d.applied_at = Some(Instant::now());
         }
     }
 
@@ -159,6 +163,47 @@ impl Index {
             opts,
             why,
         })
+    }
+
+    /// After a watch of `group`/`kind` on `target` re-listed (it was broken, and events may
+    /// have been lost): every object of that kind that skewer applied before the list began
+    /// (`listed_since`) and that the list did not return was deleted meanwhile. They turn
+    /// pending and come back as objects to re-apply. Objects applied after the list began may
+    /// be missing from it for no fault of theirs, and are left alone.
+    pub fn missing(
+        &mut self,
+        target: &TargetKey,
+        group: &str,
+        kind: &str,
+        listed: &HashSet<ObjectId>,
+        listed_since: Instant,
+    ) -> Vec<(ObjectId, Heal)> {
+        let gone: Vec<ObjectId> = self
+            .objects
+            .iter()
+            .filter(|((t, id), d)| {
+                t == target
+                    && id.group == group
+                    && id.kind == kind
+                    && d.seen.is_some()
+                    && d.applied_at.is_some_and(|at| at < listed_since)
+                    && !listed.contains(id)
+            })
+            .map(|((_, id), _)| id.clone())
+            .collect();
+        gone.into_iter()
+            .filter_map(|id| {
+                let d = self.objects.get_mut(&(target.clone(), id.clone()))?;
+                d.seen = None;
+                let opts = self.owners.get(&d.owner)?.opts.clone();
+                let heal = Heal {
+                    planned: d.planned.clone(),
+                    opts,
+                    why: "deleted while the watch was down (not in its re-list)".into(),
+                };
+                Some((id, heal))
+            })
+            .collect()
     }
 
     pub fn len(&self) -> usize {
@@ -281,6 +326,39 @@ mod tests {
         assert!(
             idx.observe(&HUB, &id, None).is_none(),
             "no longer the hub's"
+        );
+    }
+
+    #[test]
+    fn a_relist_finds_what_was_deleted_while_the_watch_was_down() {
+        let mut idx = Index::default();
+        let (a, b, c) = (planned("a"), planned("b"), planned("c"));
+        idx.begin(OWNER, &HUB, opts(), [&a, &b, &c]);
+        idx.applied(&HUB, &a.manifest.id(), Some(S1));
+        idx.applied(&HUB, &b.manifest.id(), Some(S1));
+        // `c` is still being applied when the re-list starts.
+        let listed_since = Instant::now();
+        let listed: HashSet<ObjectId> = [a.manifest.id()].into();
+        let other_kind = idx.missing(&HUB, "apps", "ConfigMap", &listed, listed_since);
+        assert!(other_kind.is_empty(), "only the watched kind");
+        let gone = idx.missing(&HUB, "", "ConfigMap", &listed, listed_since);
+        let names: Vec<&str> = gone.iter().map(|(id, _)| id.name.as_str()).collect();
+        assert_eq!(names, ["b"], "a was listed, c is in flight");
+        assert!(gone[0].1.why.contains("watch was down"));
+        assert!(
+            idx.missing(&HUB, "", "ConfigMap", &listed, listed_since)
+                .is_empty(),
+            "pending until its repair is recorded"
+        );
+        // Applied after the list began: not in it, and not missing either.
+        idx.applied(&HUB, &c.manifest.id(), Some(S1));
+        assert!(
+            idx.missing(&HUB, "", "ConfigMap", &listed, listed_since)
+                .is_empty()
+        );
+        assert!(
+            idx.missing(&spoke(), "", "ConfigMap", &HashSet::new(), Instant::now())
+                .is_empty()
         );
     }
 

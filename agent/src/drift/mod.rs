@@ -26,3 +26,9 @@ impl Drift {
 pub fn owner_key(kind: &str, namespace: &str, name: &str) -> String {
     format!("{kind}/{namespace}/{name}")
 }
+
+/// `(kind, namespace, name)` of an owner key.
+pub fn parse_owner_key(key: &str) -> Option<(&str, &str, &str)> {
+    let mut parts = key.splitn(3, '/');
+    Some((parts.next()?, parts.next()?, parts.next()?))
+}

@@ -1,14 +1,17 @@
 //! The watches of self-heal: one metadata-only watch per kind on each target, limited to
 //! objects with skewer's owner label, feeding [`super::Index::observe`]; a drifted object is
-//! re-applied through its target's applier.
+//! re-applied through its target's applier. A watch that broke (an API server restart, a
+//! network cut) re-lists; what the re-list lacks was deleted meanwhile
+//! ([`super::Index::missing`]) and is re-applied as soon as the list is in.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::PartialObjectMeta;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use skewer_appliers::ObjectId;
 use skewer_appliers::drift::Seen;
 use skewer_appliers::transform::OWNER_NAME;
@@ -44,19 +47,41 @@ fn id_of(meta: &PartialObjectMeta<DynamicObject>, ar: &ApiResource) -> ObjectId 
 
 /// One metadata watch of one kind across a target's cluster.
 async fn watch_kind(ctx: Arc<Context>, target: Arc<Target>, ar: ApiResource) {
-    // Metadata only: managedFields and generation are all drift needs.
+    // Metadata only: managedFields and generation are all drift needs. Lists are quorum
+    // reads, so that a re-list after an outage shows what is really there now.
     let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(target.client.clone(), &ar);
-    let config = watcher::Config::default().labels(OWNER_NAME);
-    let mut events = watcher(api, config).default_backoff().boxed();
+    let config = crate::runtime::watch::config().labels(OWNER_NAME);
+    let mut events = crate::runtime::watch::stream(api, config).boxed();
     info!(kind = %ar.kind, group = %ar.group, target = %target.key, "watching for drift");
+    // While a (re-)list is under way: when it began, and what it returned so far.
+    let mut relist: Option<(Instant, HashSet<ObjectId>)> = None;
     while let Some(event) = events.next().await {
         let (meta, live) = match event {
+            Ok(watcher::Event::Init) => {
+                relist = Some((Instant::now(), HashSet::new()));
+                continue;
+            }
+            Ok(watcher::Event::InitDone) => {
+                if let Some((since, listed)) = relist.take() {
+                    let gone =
+                        ctx.drift
+                            .lock()
+                            .missing(&target.key, &ar.group, &ar.kind, &listed, since);
+                    for (id, heal) in gone {
+                        let (ctx, target) = (ctx.clone(), target.clone());
+                        tokio::spawn(async move { repair(ctx, target, id, heal, true).await });
+                    }
+                }
+                continue;
+            }
             Ok(watcher::Event::Apply(m) | watcher::Event::InitApply(m)) => {
+                if let Some((_, listed)) = &mut relist {
+                    listed.insert(id_of(&m, &ar));
+                }
                 let seen = Seen::of(&m.metadata, crate::reconcilers::FIELD_MANAGER);
                 (m, Some(seen))
             }
             Ok(watcher::Event::Delete(m)) => (m, None),
-            Ok(_) => continue,
             Err(e) => {
                 warn!(kind = %ar.kind, target = %target.key, error = %e, "drift watch");
                 continue;

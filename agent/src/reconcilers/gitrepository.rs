@@ -91,7 +91,7 @@ async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action
     }
     let started = Instant::now();
     let mut session = Session::begin(&ctx, repo.as_ref());
-    let interval = match duration::field("interval", &repo.spec.interval) {
+    let interval = match duration::interval("interval", &repo.spec.interval) {
         Ok(d) => d,
         Err(msg) => return session.finish(Err(Failure::invalid(msg)), None).await,
     };
@@ -197,6 +197,9 @@ async fn fetch(
     old: &GitRepositoryStatus,
 ) -> Result<Option<Fetched>, FetchError> {
     let spec = &repo.spec;
+    let settings = &ctx.settings;
+    super::source_url::check(&spec.url, &settings.data_dir, settings.local_sources)
+        .map_err(FetchError::Invalid)?;
     let timeout = match &spec.timeout {
         Some(t) => duration::field("timeout", t).map_err(FetchError::Invalid)?,
         None => Duration::from_secs(60),

@@ -4,6 +4,7 @@
 
 pub mod gitrepository;
 pub mod kustomization;
+pub mod source_url;
 
 use std::sync::Arc;
 

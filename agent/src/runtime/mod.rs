@@ -7,17 +7,20 @@ pub mod outcome;
 pub mod panics;
 pub mod report;
 pub mod status;
+pub mod watch;
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::Resource;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
+use skewer_appliers::message::bounded;
 use skewer_sources::{GitFetcher, Store};
 use tracing::warn;
 
@@ -27,7 +30,13 @@ pub use status::Reconciled;
 
 use crate::drift::Drift;
 use crate::metrics::Metrics;
+use crate::ownership::Ownership;
 use crate::targets::Targets;
+
+/// The API server refuses an Event whose note is longer than this (bytes).
+pub const MAX_EVENT_NOTE: usize = 1024;
+/// Condition messages are cut at this many bytes (the whole message is in the log).
+pub const MAX_CONDITION_MESSAGE: usize = 4096;
 
 /// Settings from the command line that reconcilers read.
 #[derive(Debug, Clone)]
@@ -38,6 +47,10 @@ pub struct Settings {
     pub full_sync: Option<Duration>,
     /// Reconciles of one kind running at once.
     pub max_concurrent_reconciles: u16,
+    /// Where fetched sources and artifacts are kept (no source may read from it).
+    pub data_dir: std::path::PathBuf,
+    /// Whether GitRepositories may name local paths (`file://`).
+    pub local_sources: bool,
 }
 
 /// What every reconciler shares.
@@ -51,6 +64,8 @@ pub struct Context {
     recorder: Recorder,
     pub failures: backoff::Failures,
     pub drift: Drift,
+    /// Which owner holds which object.
+    pub ownership: Ownership,
     pub metrics: Arc<Metrics>,
     pub settings: Settings,
 }
@@ -74,6 +89,7 @@ impl Context {
             git: GitFetcher::new(data_dir.join("git")),
             failures: backoff::Failures::default(),
             drift: Drift::default(),
+            ownership: Ownership::default(),
             metrics,
             settings,
         }))
@@ -87,6 +103,18 @@ impl Context {
         reason: Reason,
         note: String,
     ) {
+        self.event_about(&obj.object_ref(&()), warning, reason, note)
+            .await;
+    }
+
+    /// Publishes a Kubernetes Event about the object `regarding` refers to.
+    pub async fn event_about(
+        &self,
+        regarding: &ObjectReference,
+        warning: bool,
+        reason: Reason,
+        note: String,
+    ) {
         let ev = Event {
             type_: if warning {
                 EventType::Warning
@@ -94,26 +122,14 @@ impl Context {
                 EventType::Normal
             },
             reason: reason.as_str().into(),
-            note: Some(truncate(note, 1024)),
+            note: Some(bounded(&note, MAX_EVENT_NOTE)),
             action: "Reconcile".into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&ev, &obj.object_ref(&())).await {
+        if let Err(e) = self.recorder.publish(&ev, regarding).await {
             warn!(error = %e, "cannot publish event");
         }
     }
-}
-
-fn truncate(mut s: String, max: usize) -> String {
-    if s.len() > max {
-        let mut cut = max;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-        s.push('…');
-    }
-    s
 }
 
 /// Errors that end a reconcile without a status (the status write itself failed).
@@ -144,8 +160,8 @@ where
 /// from requeues, not from the watch.
 pub fn controller<K: Reconciled>(api: kube::Api<K>) -> Controller<K> {
     let (reader, writer) = reflector::store();
-    let trigger = watcher(api, watcher::Config::default())
-        .default_backoff()
+    // The controller backs off its trigger streams itself (`run` sets `watch::Retry`).
+    let trigger = watcher(api, watch::config())
         .reflect(writer)
         .applied_objects()
         .predicate_filter(reconcile_inputs::<K>, Default::default());
@@ -179,6 +195,7 @@ where
     controller
         .shutdown_on_signal()
         .with_config(config)
+        .trigger_backoff(watch::Retry::default())
         .run(panics::guarded(reconcile), error_policy::<K>, ctx)
         .for_each(|r| async move {
             if let Err(e) = r {
@@ -188,6 +205,14 @@ where
         .await;
 }
 
-fn error_policy<K>(_: Arc<K>, _: &Error, _: Arc<Context>) -> Action {
-    Action::requeue(Duration::from_secs(5))
+/// A reconcile that ended without a status (its status write failed) is retried, backing off
+/// from 5 s to 5 minutes while it keeps failing.
+fn error_policy<K: Reconciled>(obj: Arc<K>, _: &Error, ctx: Arc<Context>) -> Action {
+    let key = report::failure_key(obj.as_ref());
+    let failures = ctx.failures.record(&key);
+    Action::requeue(backoff::delay(
+        Duration::from_secs(5),
+        Duration::from_secs(300),
+        failures,
+    ))
 }

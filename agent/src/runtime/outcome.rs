@@ -24,6 +24,8 @@ pub enum Reason {
     ReconciliationFailed,
     PruneFailed,
     HealthCheckFailed,
+    /// Another owner applies some of the same objects.
+    OwnershipConflict,
     GitOperationFailed,
     AuthenticationFailed,
     VerificationError,
@@ -45,6 +47,7 @@ impl Reason {
             Reason::ReconciliationFailed => "ReconciliationFailed",
             Reason::PruneFailed => "PruneFailed",
             Reason::HealthCheckFailed => "HealthCheckFailed",
+            Reason::OwnershipConflict => "OwnershipConflict",
             Reason::GitOperationFailed => "GitOperationFailed",
             Reason::AuthenticationFailed => "AuthenticationFailed",
             Reason::VerificationError => "VerificationError",

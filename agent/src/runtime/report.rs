@@ -7,11 +7,12 @@ use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
+use skewer_appliers::message::bounded;
 use tracing::{info, warn};
 
 use super::outcome::{Done, Failure, result_label};
 use super::status::{self, Reconciled};
-use super::{Context, Error};
+use super::{Context, Error, MAX_CONDITION_MESSAGE};
 use crate::api::conditions::{self, READY};
 
 /// When a kind reconciles again: every `interval`, and after failures from `retry` up.
@@ -19,6 +20,16 @@ use crate::api::conditions::{self, READY};
 pub struct Schedule {
     pub interval: Duration,
     pub retry: Duration,
+}
+
+/// The key under which an object's consecutive failures are counted.
+pub fn failure_key<K: Reconciled>(obj: &K) -> String {
+    format!(
+        "{}/{}/{}",
+        K::KIND,
+        obj.namespace().unwrap_or_default(),
+        obj.name_any()
+    )
 }
 
 /// One reconcile of `obj`: the status it started from, the status it is building, and when it
@@ -80,12 +91,25 @@ impl<'a, K: Reconciled> Session<'a, K> {
             ..
         } = self;
         let (ns, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
-        let key = format!("{}/{ns}/{name}", K::KIND);
+        let key = failure_key(obj);
         let generation = obj.meta().generation;
         ctx.metrics
             .observe_reconcile(K::KIND, result_label(&result), started.elapsed());
         let was = conditions::find(K::conditions(&old), READY)
             .map(|c| (c.status.clone(), c.message.clone()));
+        // The log has the whole message; status and Events a bounded one.
+        let result = result
+            .map(|d| Done {
+                message: bounded(&d.message, MAX_CONDITION_MESSAGE),
+                ..d
+            })
+            .map_err(|f| {
+                warn!(kind = K::KIND, namespace = %ns, name = %name, reason = %f.reason, error = %f.message, "reconcile failed");
+                Failure {
+                    message: bounded(&f.message, MAX_CONDITION_MESSAGE),
+                    ..f
+                }
+            });
         let (action, event) = match result {
             Ok(done) => {
                 conditions::mark_ready(
@@ -106,7 +130,6 @@ impl<'a, K: Reconciled> Session<'a, K> {
                 (action, event)
             }
             Err(f) => {
-                warn!(kind = K::KIND, namespace = %ns, name = %name, reason = %f.reason, error = %f.message, "reconcile failed");
                 let cs = K::conditions_mut(&mut status);
                 let action = match schedule {
                     Some(s) if !f.reason.stalls() => {

@@ -10,20 +10,27 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, PropagationPolicy};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
-use skewer_appliers::Inventory;
+use std::collections::{BTreeMap, HashSet};
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::reflector::Store;
 use skewer_appliers::load::normalize_path;
+use skewer_appliers::message::summarize;
 use skewer_appliers::prune::prune;
+use skewer_appliers::sync::SyncError;
 use skewer_appliers::wait::deadline_after;
+use skewer_appliers::{Inventory, ObjectId};
 use tracing::{Instrument, info, info_span, warn};
 
 use super::FINALIZER;
 use crate::api::conditions::{self, HEALTHY, READY};
 use crate::api::{Kustomization, KustomizationStatus};
 use crate::artifacts;
-use crate::drift::owner_key;
+use crate::drift::{owner_key, parse_owner_key};
 use crate::metrics::InFlight;
+use crate::ownership::Recorded;
 use crate::runtime::{self, Context, Done, Error, Failure, Reason, Reconciled, Session};
 use crate::sync::{Sync, from_status, to_status};
 use crate::targets::Target;
@@ -34,6 +41,8 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     let api: Api<Kustomization> = runtime::scoped(&ctx.client, namespace.as_deref());
     let controller = runtime::controller(api.clone());
     let dependents = controller.store();
+    ctx.ownership
+        .watch(Arc::new(Inventories(controller.store())));
     // A new artifact reconciles the Kustomizations that use it.
     let controller = artifacts::watch_sources(
         controller,
@@ -45,9 +54,8 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         },
     )
     // A dependency changing (becoming Ready) reconciles its dependents.
-    .watches(
-        api,
-        watcher::Config::default(),
+    .watches_stream(
+        watcher(api, runtime::watch::config()).touched_objects(),
         move |dep: Kustomization| {
             artifacts::referring(&dependents, &dep, |ks, ns, name| {
                 ks.spec
@@ -58,6 +66,35 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         },
     );
     runtime::run(ctx, controller, reconcile).await;
+}
+
+/// The inventories Kustomizations recorded, from the controller's cache.
+struct Inventories(Store<Kustomization>);
+
+impl Recorded for Inventories {
+    fn held(
+        &self,
+        cluster: &Option<String>,
+        wanted: &HashSet<String>,
+        except: &str,
+    ) -> Vec<(String, String)> {
+        let mut held = Vec::new();
+        for ks in self.0.state() {
+            let owner = owner_of(&ks);
+            if owner == except || request::target(&ks).cluster != *cluster {
+                continue;
+            }
+            let entries = ks
+                .status
+                .iter()
+                .flat_map(|s| &s.inventory)
+                .flat_map(|i| &i.entries);
+            for e in entries.filter(|e| wanted.contains(&e.id)) {
+                held.push((e.id.clone(), owner.clone()));
+            }
+        }
+        held
+    }
 }
 
 /// Whether a reference's namespace (defaulting to the Kustomization's own) is `ns`.
@@ -217,12 +254,49 @@ async fn reconcile_sync(
         info!(object = %id.display(), "pruned");
     }
     if let Err(e) = report.result() {
+        if let SyncError::Conflict(held) = e {
+            tell_holders(ctx, &owner, held).await;
+        }
+        let details = e.details();
+        // Status names the first few; the log has every one.
+        if details.len() > skewer_appliers::message::NAMED {
+            for line in &details {
+                warn!(revision = %revision, "{line}");
+            }
+        }
         return Err(request::failure(ks, e));
     }
     info!(objects = report.planned, artifact_ms, phases = %report.phases, "synced {revision}");
     status.last_applied_revision = Some(revision.clone());
     ctx.drift.lock().completed(&owner, &revision, generation);
     Ok(applied(false))
+}
+
+/// A Warning Event on each owner holding objects `claimant` was refused, so the conflict shows
+/// on both sides.
+async fn tell_holders(ctx: &Context, claimant: &str, held: &[(ObjectId, String)]) {
+    let mut by_holder: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (id, holder) in held {
+        by_holder.entry(holder).or_default().push(id.display());
+    }
+    for (holder, objects) in by_holder {
+        let Some((kind, namespace, name)) = parse_owner_key(holder) else {
+            continue;
+        };
+        let regarding = ObjectReference {
+            api_version: Some(format!("{}/{}", crate::api::GROUP, crate::api::VERSION)),
+            kind: Some(kind.into()),
+            namespace: Some(namespace.into()),
+            name: Some(name.into()),
+            ..Default::default()
+        };
+        let note = format!(
+            "{claimant} also applies {}; refused there while this one holds them",
+            summarize(&objects)
+        );
+        ctx.event_about(&regarding, true, Reason::OwnershipConflict, note)
+            .await;
+    }
 }
 
 /// Dependencies must be Ready at their current generation.
@@ -261,6 +335,7 @@ async fn cleanup(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, Er
         _ => ks.spec.prune,
     };
     ctx.drift.lock().forget_owner(&owner_of(&ks));
+    ctx.ownership.forget(&owner_of(&ks));
     if delete && !ks.spec.suspend {
         match ctx.targets.get(&request::target(&ks)) {
             Ok(target) => delete_inventory(&ks, &ctx, &target).await,

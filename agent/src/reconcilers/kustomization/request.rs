@@ -25,16 +25,15 @@ use crate::targets::TargetKey;
 /// its field.
 pub fn schedule(ks: &Kustomization) -> Result<(Schedule, Duration), Failure> {
     let spec = &ks.spec;
-    let optional = |field: &str, value: &Option<String>| {
-        value
-            .as_deref()
-            .map(|v| duration::field(field, v))
-            .transpose()
-    };
+    let optional =
+        |parse: fn(&str, &str) -> Result<Duration, String>, field, value: &Option<String>| {
+            value.as_deref().map(|v| parse(field, v)).transpose()
+        };
     let durations = || -> Result<_, String> {
-        let interval = duration::field("interval", &spec.interval)?;
-        let retry = optional("retryInterval", &spec.retry_interval)?.unwrap_or(interval);
-        let timeout = optional("timeout", &spec.timeout)?.unwrap_or(interval);
+        let interval = duration::interval("interval", &spec.interval)?;
+        let retry = optional(duration::interval, "retryInterval", &spec.retry_interval)?
+            .unwrap_or(interval);
+        let timeout = optional(duration::field, "timeout", &spec.timeout)?.unwrap_or(interval);
         Ok((Schedule { interval, retry }, timeout))
     };
     durations().map_err(Failure::invalid)
@@ -154,6 +153,7 @@ pub fn failure(ks: &Kustomization, error: &SyncError) -> Failure {
         }
         SyncError::Prune(_) => Reason::PruneFailed,
         SyncError::Unhealthy(_) => Reason::HealthCheckFailed,
+        SyncError::Conflict(_) => Reason::OwnershipConflict,
     };
     let message = match error {
         SyncError::Unhealthy(_) => {
@@ -186,6 +186,8 @@ mod tests {
             concurrency: 16,
             full_sync: None,
             max_concurrent_reconciles: 4,
+            data_dir: "/data".into(),
+            local_sources: true,
         }
     }
 

@@ -1,0 +1,220 @@
+//! Who holds which object, so that two deploy objects (two Kustomizations whose paths overlap,
+//! say) never fight over one object, and one's deletion never prunes the other's.
+//!
+//! An object on a cluster belongs to one owner (`Kind/namespace/name`). Claims made by this
+//! process are kept in a table, checked and taken under one lock, so two owners reconciled at
+//! the same moment cannot both win. Objects this process has not seen claimed yet (after a
+//! restart) are looked up in the inventories other owners recorded, read from the
+//! controllers' caches: no API requests.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+
+use skewer_appliers::{Inventory, ObjectId};
+
+/// An object on a cluster (`None`: the hub).
+type Key = (Option<String>, ObjectId);
+
+/// The inventories other owners recorded: for each of `wanted` that an owner other than
+/// `except` holds on `cluster`, the object and its owner key.
+pub trait Recorded: Send + Sync {
+    fn held(
+        &self,
+        cluster: &Option<String>,
+        wanted: &HashSet<String>,
+        except: &str,
+    ) -> Vec<(String, String)>;
+}
+
+#[derive(Default)]
+pub struct Ownership {
+    claims: Mutex<HashMap<Key, String>>,
+    recorded: RwLock<Vec<Arc<dyn Recorded>>>,
+}
+
+impl Ownership {
+    /// Adds a kind's recorded inventories (a controller's cache) to what claims are checked
+    /// against.
+    pub fn watch(&self, recorded: Arc<dyn Recorded>) {
+        self.recorded
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(recorded);
+    }
+
+    /// Claims `planned` on `cluster` for `owner`. Objects in `takeover` are taken whoever holds
+    /// them; if any other object is held by someone else, nothing is claimed and those objects
+    /// come back with their holder.
+    pub fn claim(
+        &self,
+        cluster: &Option<String>,
+        owner: &str,
+        planned: &Inventory,
+        takeover: &BTreeSet<ObjectId>,
+    ) -> Result<(), Vec<(ObjectId, String)>> {
+        let wanted: HashSet<String> = planned
+            .entries
+            .keys()
+            .filter(|id| !takeover.contains(*id))
+            .map(ToString::to_string)
+            .collect();
+        let mut recorded: HashMap<String, String> = HashMap::new();
+        for source in self
+            .recorded
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            recorded.extend(source.held(cluster, &wanted, owner));
+        }
+        let mut claims = self.claims.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = Vec::new();
+        for id in planned.entries.keys().filter(|id| !takeover.contains(*id)) {
+            let holder = match claims.get(&(cluster.clone(), id.clone())) {
+                Some(h) => Some(h.clone()),
+                None => recorded.get(&id.to_string()).cloned(),
+            };
+            if let Some(h) = holder.filter(|h| h != owner) {
+                held.push((id.clone(), h));
+            }
+        }
+        if !held.is_empty() {
+            return Err(held);
+        }
+        for id in planned.entries.keys() {
+            claims.insert((cluster.clone(), id.clone()), owner.to_string());
+        }
+        Ok(())
+    }
+
+    /// After a sync: `owner` holds exactly what its inventory says (it let go of what it pruned).
+    pub fn settle(&self, cluster: &Option<String>, owner: &str, inventory: &Inventory) {
+        let mut claims = self.claims.lock().unwrap_or_else(|e| e.into_inner());
+        claims.retain(|(c, id), holder| {
+            holder != owner || c != cluster || inventory.entries.contains_key(id)
+        });
+    }
+
+    /// `owner` is gone: it holds nothing.
+    pub fn forget(&self, owner: &str) {
+        let mut claims = self.claims.lock().unwrap_or_else(|e| e.into_inner());
+        claims.retain(|_, holder| holder != owner);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inv(names: &[&str]) -> Inventory {
+        Inventory {
+            entries: names
+                .iter()
+                .map(|n| {
+                    (
+                        ObjectId::parse(&format!("ns_{n}__ConfigMap")).unwrap(),
+                        "v1".into(),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    const A: &str = "Kustomization/ns/a";
+    const B: &str = "Kustomization/ns/b";
+    const HUB: Option<String> = None;
+
+    /// Inventories recorded before this process started.
+    struct Before(Vec<(String, String)>);
+
+    impl Recorded for Before {
+        fn held(
+            &self,
+            _: &Option<String>,
+            wanted: &HashSet<String>,
+            except: &str,
+        ) -> Vec<(String, String)> {
+            self.0
+                .iter()
+                .filter(|(id, owner)| wanted.contains(id) && owner != except)
+                .cloned()
+                .collect()
+        }
+    }
+
+    #[test]
+    fn the_first_owner_keeps_what_it_claimed() {
+        let o = Ownership::default();
+        assert_eq!(
+            o.claim(&HUB, A, &inv(&["shared", "x"]), &BTreeSet::new()),
+            Ok(())
+        );
+        let refused = o
+            .claim(&HUB, B, &inv(&["shared", "y"]), &BTreeSet::new())
+            .unwrap_err();
+        assert_eq!(refused.len(), 1);
+        assert_eq!(
+            (refused[0].0.name.as_str(), refused[0].1.as_str()),
+            ("shared", A)
+        );
+        assert_eq!(
+            o.claim(&HUB, A, &inv(&["shared"]), &BTreeSet::new()),
+            Ok(()),
+            "again"
+        );
+        // B claimed nothing: y is free.
+        assert_eq!(o.claim(&HUB, A, &inv(&["y"]), &BTreeSet::new()), Ok(()));
+        // The same object on another cluster is another object.
+        assert_eq!(
+            o.claim(
+                &Some("spoke".into()),
+                B,
+                &inv(&["shared"]),
+                &BTreeSet::new()
+            ),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn takeover_settle_and_forget_hand_objects_on() {
+        let o = Ownership::default();
+        o.claim(&HUB, A, &inv(&["shared", "x"]), &BTreeSet::new())
+            .unwrap();
+        let takeover: BTreeSet<ObjectId> = inv(&["shared"]).entries.into_keys().collect();
+        assert_eq!(o.claim(&HUB, B, &inv(&["shared"]), &takeover), Ok(()));
+        assert!(
+            o.claim(&HUB, A, &inv(&["shared"]), &BTreeSet::new())
+                .is_err(),
+            "B has it now"
+        );
+        o.settle(&HUB, A, &inv(&[]));
+        assert_eq!(
+            o.claim(&HUB, B, &inv(&["x"]), &BTreeSet::new()),
+            Ok(()),
+            "A let go of x"
+        );
+        o.forget(B);
+        assert_eq!(
+            o.claim(&HUB, A, &inv(&["shared", "x"]), &BTreeSet::new()),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn inventories_recorded_before_a_restart_count() {
+        let o = Ownership::default();
+        o.watch(Arc::new(Before(vec![(
+            "ns_shared__ConfigMap".into(),
+            A.into(),
+        )])));
+        assert!(
+            o.claim(&HUB, B, &inv(&["shared"]), &BTreeSet::new())
+                .is_err()
+        );
+        assert_eq!(
+            o.claim(&HUB, A, &inv(&["shared"]), &BTreeSet::new()),
+            Ok(())
+        );
+    }
+}
