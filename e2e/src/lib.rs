@@ -3,6 +3,7 @@
 //! own namespace so tests run in parallel without seeing each other.
 
 pub mod git;
+pub mod proxy;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -15,6 +16,7 @@ use kube::{Client, Config};
 use tokio::time::{Instant, sleep};
 
 pub use git::{GitServer, HttpOptions, Repo, Signer};
+pub use proxy::Proxy;
 
 /// The workspace root.
 pub fn root() -> PathBuf {
@@ -41,6 +43,45 @@ pub fn cluster(name: &str) -> Result<PathBuf> {
     Ok(PathBuf::from(out.lines().last().unwrap_or_default().trim()))
 }
 
+/// Stops the API server of cluster `name` and starts it again on the same port, with the same
+/// credentials and data (its etcd keeps running): an API server outage and recovery.
+pub fn restart_cluster(name: &str) -> Result<PathBuf> {
+    let kubeconfig = cluster(name)?;
+    let state = kubeconfig.parent().context("state directory")?;
+    let port = std::fs::read_to_string(state.join("port"))?;
+    run(Command::new("bash")
+        .arg(root().join("e2e/cluster/down.sh"))
+        .arg(name))?;
+    let out = run(Command::new("bash")
+        .arg(root().join("e2e/cluster/up.sh"))
+        .arg(name)
+        .arg(port.trim()))?;
+    Ok(PathBuf::from(out.lines().last().unwrap_or_default().trim()))
+}
+
+/// Stops the API server of cluster `name`.
+pub fn stop_cluster(name: &str) -> Result<()> {
+    run(Command::new("bash")
+        .arg(root().join("e2e/cluster/down.sh"))
+        .arg(name))
+    .map(|_| ())
+}
+
+/// Installs skewer's CRDs (from `deploy/`) into a cluster and waits until they are served.
+pub fn install_crds(kubeconfig: &Path) -> Result<()> {
+    run(kubectl(kubeconfig)
+        .args(["apply", "-f"])
+        .arg(root().join("deploy/crds.yaml")))?;
+    run(kubectl(kubeconfig).args([
+        "wait",
+        "--for=condition=Established",
+        "crd/kustomizations.skewer.dev",
+        "crd/gitrepositories.skewer.dev",
+        "--timeout=60s",
+    ]))?;
+    Ok(())
+}
+
 static HUB: OnceLock<PathBuf> = OnceLock::new();
 
 /// The hub cluster's kubeconfig, with skewer's CRDs installed from `deploy/`.
@@ -48,20 +89,42 @@ pub fn hub() -> &'static Path {
     HUB.get_or_init(|| {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let kc = cluster("hub").expect("starting the local cluster (e2e/cluster/up.sh hub)");
-        run(kubectl(&kc)
-            .args(["apply", "-f"])
-            .arg(root().join("deploy/crds.yaml")))
-        .expect("installing CRDs from deploy/");
-        run(kubectl(&kc).args([
-            "wait",
-            "--for=condition=Established",
-            "crd/kustomizations.skewer.dev",
-            "crd/gitrepositories.skewer.dev",
-            "--timeout=60s",
-        ]))
-        .expect("CRDs established");
+        install_crds(&kc).expect("installing CRDs from deploy/");
         kc
     })
+}
+
+/// The `skewer` user's kubeconfig of the cluster whose admin kubeconfig is `kubeconfig`, with
+/// its server replaced by `server` (a proxy's address, say) when given.
+pub fn skewer_kubeconfig_of(
+    kubeconfig: &Path,
+    server: Option<std::net::SocketAddr>,
+) -> Result<PathBuf> {
+    let own = kubeconfig.with_file_name("skewer.kubeconfig");
+    let Some(server) = server else {
+        return Ok(own);
+    };
+    let text = std::fs::read_to_string(&own)?;
+    let rewritten: String = text
+        .lines()
+        .map(|l| match l.trim_start().strip_prefix("server: ") {
+            Some(_) => format!("    server: https://{server}\n"),
+            None => format!("{l}\n"),
+        })
+        .collect();
+    let path = kubeconfig.with_file_name(format!("skewer-via-{}.kubeconfig", server.port()));
+    std::fs::write(&path, rewritten)?;
+    Ok(path)
+}
+
+/// The address of a cluster's API server, from its kubeconfig.
+pub fn server_addr(kubeconfig: &Path) -> Result<std::net::SocketAddr> {
+    let text = std::fs::read_to_string(kubeconfig)?;
+    let server = text
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("server: https://"))
+        .context("no server in kubeconfig")?;
+    Ok(server.trim().parse()?)
 }
 
 /// The hub as the user `skewer` (cluster-admin, but told apart in the audit log).
@@ -210,6 +273,7 @@ pub fn skewer_bin() -> &'static Path {
 pub struct Skewer {
     child: Child,
     bin: PathBuf,
+    kubeconfig: PathBuf,
     pub data_dir: tempfile::TempDir,
     pub log: PathBuf,
     namespace: String,
@@ -229,6 +293,15 @@ impl Skewer {
 
     /// Starts the skewer binary at `bin` (another build, to compare with) watching `namespace`.
     pub fn start_bin(bin: &Path, namespace: &str, extra: &[&str]) -> Result<Self> {
+        Self::launch(bin, &skewer_kubeconfig(), namespace, extra)
+    }
+
+    /// Starts skewer against the cluster of `kubeconfig`, watching `namespace`.
+    pub fn start_on(kubeconfig: &Path, namespace: &str, extra: &[&str]) -> Result<Self> {
+        Self::launch(skewer_bin(), kubeconfig, namespace, extra)
+    }
+
+    fn launch(bin: &Path, kubeconfig: &Path, namespace: &str, extra: &[&str]) -> Result<Self> {
         let data_dir = tempfile::tempdir()?;
         let log = data_dir.path().join("skewer.log");
         let mut extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
@@ -244,10 +317,11 @@ impl Skewer {
             "--metrics-addr".to_string(),
             format!("127.0.0.1:{metrics_port}"),
         ]);
-        let child = Self::spawn(bin, namespace, data_dir.path(), &log, &extra)?;
+        let child = Self::spawn(bin, kubeconfig, namespace, data_dir.path(), &log, &extra)?;
         Ok(Self {
             child,
             bin: bin.to_path_buf(),
+            kubeconfig: kubeconfig.to_path_buf(),
             data_dir,
             log,
             namespace: namespace.into(),
@@ -258,6 +332,7 @@ impl Skewer {
 
     fn spawn(
         bin: &Path,
+        kubeconfig: &Path,
         namespace: &str,
         data: &Path,
         log: &Path,
@@ -271,7 +346,7 @@ impl Skewer {
             .args(["run", "--namespace", namespace, "--data-dir"])
             .arg(data)
             .args(extra)
-            .env("KUBECONFIG", skewer_kubeconfig())
+            .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,kube=warn")
             .stdout(logf.try_clone()?)
             .stderr(logf)
@@ -289,6 +364,7 @@ impl Skewer {
     pub fn restart(&mut self) -> Result<()> {
         self.child = Self::spawn(
             &self.bin,
+            &self.kubeconfig,
             &self.namespace,
             self.data_dir.path(),
             &self.log,

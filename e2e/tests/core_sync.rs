@@ -449,16 +449,7 @@ async fn deleting_a_kustomization_follows_its_deletion_policy() -> Result<()> {
     wait_applied(c, &ns, "orphaned", &first).await?;
 
     // Success is reported as an Event too.
-    let events = kc(&[
-        "get",
-        "events",
-        "-n",
-        &ns,
-        "--field-selector",
-        "involvedObject.name=pruned",
-        "-o",
-        "jsonpath={.items[*].reason}",
-    ])?;
+    let events = event_reasons(&ns, "involvedObject.name=pruned")?;
     assert!(
         events.contains("ReconciliationSucceeded"),
         "events: {events}"

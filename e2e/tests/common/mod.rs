@@ -93,6 +93,21 @@ pub async fn wait_failed(
     .await
 }
 
+/// The reasons of the Events in `ns` that `field_selector` selects (like
+/// `involvedObject.name=app,type=Warning`), space-separated.
+pub fn event_reasons(ns: &str, field_selector: &str) -> Result<String> {
+    skewer_e2e::kc(&[
+        "get",
+        "events",
+        "-n",
+        ns,
+        "--field-selector",
+        field_selector,
+        "-o",
+        "jsonpath={.items[*].reason}",
+    ])
+}
+
 pub fn inventory_ids(st: &KustomizationStatus) -> Vec<String> {
     let mut ids: Vec<String> = st
         .inventory
