@@ -38,7 +38,16 @@ pub const MAX_DEPTH: usize = 64;
 /// Aliases (`*ref`) one file may use; expansions are bounded too (alias bombs).
 pub const MAX_ALIASES: usize = 50_000;
 
-fn yaml_options() -> serde_saphyr::Options {
+/// How YAML scalars are read. kubectl reads YAML 1.1 (`yes`, `on`, `y` are booleans);
+/// kustomize reads as go-yaml v3 does (only `true` and `false` are booleans, `yes` is a
+/// string). Both read `0644` as the octal 420 and `0x1F` as 31.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Kubectl,
+    Kustomize,
+}
+
+fn yaml_options(dialect: Dialect) -> serde_saphyr::Options {
     let mut budget = serde_saphyr::Budget::default();
     budget.max_documents = MAX_DOCUMENTS;
     budget.max_nodes = MAX_NODES;
@@ -49,9 +58,45 @@ fn yaml_options() -> serde_saphyr::Options {
     let mut options = serde_saphyr::Options::default();
     options.budget = Some(budget);
     options.legacy_octal_numbers = true;
+    options.strict_booleans = dialect == Dialect::Kustomize;
     // Errors never quote the file's text: it may be a Secret's value.
     options.with_snippet = false;
     options
+}
+
+/// Parses one YAML document as kustomize reads it (with skewer's limits).
+pub fn parse_yaml(text: &str) -> Result<Value, String> {
+    let mut v = serde_saphyr::from_str_with_options(text, yaml_options(Dialect::Kustomize))
+        .map_err(|e| parse_message(&e))?;
+    whole_numbers(&mut v);
+    Ok(v)
+}
+
+/// Parses a stream of YAML documents as kustomize reads them.
+pub fn parse_yaml_documents(text: &str) -> Result<Vec<Value>, String> {
+    let mut docs: Vec<Value> =
+        serde_saphyr::from_multiple_with_options(text, yaml_options(Dialect::Kustomize))
+            .map_err(|e| parse_message(&e))?;
+    docs.iter_mut().for_each(whole_numbers);
+    Ok(docs)
+}
+
+/// Floats with no fraction become integers (`1e3` is 1000), as kubectl and kustomize send
+/// them: the API server refuses `1000.0` for an integer field.
+fn whole_numbers(v: &mut Value) {
+    match v {
+        Value::Number(n) => {
+            if let Some(f) = n.as_f64().filter(|_| n.is_f64())
+                && f.fract() == 0.0
+                && f.abs() < 9.0e15
+            {
+                *v = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(whole_numbers),
+        Value::Object(m) => m.values_mut().for_each(whole_numbers),
+        _ => {}
+    }
 }
 
 /// What a parse error says. A breached limit is named with skewer's number for it.
@@ -119,26 +164,36 @@ pub fn load(files: &[SourceFile], path: &str) -> Result<Vec<Manifest>, LoadError
     Ok(out)
 }
 
-/// Parses one file into manifests.
+/// Parses one file into manifests, reading YAML as kubectl does.
 pub fn parse_file(path: &str, data: &[u8]) -> Result<Vec<Manifest>, LoadError> {
+    parse_file_in(path, data, Dialect::Kubectl)
+}
+
+/// Parses one file into manifests, reading YAML in `dialect`.
+pub fn parse_file_in(
+    path: &str,
+    data: &[u8],
+    dialect: Dialect,
+) -> Result<Vec<Manifest>, LoadError> {
     let text = std::str::from_utf8(data).map_err(|e| LoadError::Parse {
         file: path.to_string(),
         message: format!("not UTF-8: {e}"),
     })?;
-    let docs: Vec<Value> = if path.ends_with(".json") {
+    let mut docs: Vec<Value> = if path.ends_with(".json") {
         let value: Value = serde_json::from_str(text).map_err(|e| LoadError::Parse {
             file: path.to_string(),
             message: format!("line {}: {e}", e.line()),
         })?;
         vec![value]
     } else {
-        serde_saphyr::from_multiple_with_options(text, yaml_options()).map_err(|e| {
+        serde_saphyr::from_multiple_with_options(text, yaml_options(dialect)).map_err(|e| {
             LoadError::Parse {
                 file: path.to_string(),
                 message: parse_message(&e),
             }
         })?
     };
+    docs.iter_mut().for_each(whole_numbers);
     let mut out = Vec::new();
     for (index, doc) in docs.into_iter().enumerate() {
         let document = index + 1;
@@ -360,6 +415,19 @@ mod yaml_1_1 {
 
     /// kubectl reads YAML 1.1: `yes`/`on` are booleans, `0x1F` is hex, `0644` octal.
     #[test]
+    fn kustomize_reads_only_true_and_false_as_booleans() {
+        let doc = "apiVersion: v1\nkind: X\nmetadata: {name: x}\nspec: {a: yes, b: y, c: on, d: 0644, e: 0x1F, g: True}\n";
+        let got = parse_file_in("x.yaml", doc.as_bytes(), Dialect::Kustomize).unwrap();
+        let spec = &got[0].object["spec"];
+        assert_eq!(spec["a"], "yes");
+        assert_eq!(spec["b"], "y");
+        assert_eq!(spec["c"], "on");
+        assert_eq!(spec["d"], 420);
+        assert_eq!(spec["e"], 31);
+        assert_eq!(spec["g"], true);
+    }
+
+    #[test]
     fn scalars_follow_yaml_1_1() {
         let doc = "apiVersion: v1\nkind: X\nmetadata: {name: x}\nspec: {a: yes, b: off, c: 0x1F, d: 0644, e: '0644', f: 1e3}\n";
         let got = parse_file("x.yaml", doc.as_bytes()).unwrap();
@@ -369,6 +437,9 @@ mod yaml_1_1 {
         assert_eq!(spec["c"], 31);
         assert_eq!(spec["d"], 420);
         assert_eq!(spec["e"], "0644");
-        assert_eq!(spec["f"], 1000.0);
+        assert_eq!(
+            spec["f"], 1000,
+            "a whole float is sent as an integer, as kubectl sends it"
+        );
     }
 }

@@ -101,8 +101,9 @@ fn values(m: &Manifest) -> Vec<String> {
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
+            let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
             if field == "data"
-                && let Ok(decoded) = STANDARD.decode(text.as_bytes())
+                && let Ok(decoded) = STANDARD.decode(compact.as_bytes())
                 && let Ok(decoded) = String::from_utf8(decoded)
             {
                 out.push(decoded);

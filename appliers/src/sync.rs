@@ -24,7 +24,8 @@ use tokio::time::Instant;
 use crate::apply::{Applier, ApplyError, ApplyOptions, Outcome, Plan};
 use crate::health::HealthReport;
 use crate::inventory::Inventory;
-use crate::load::{SourceFile, load};
+use crate::kustomize;
+use crate::load::SourceFile;
 use crate::message::summarize;
 use crate::object::{Manifest, ObjectId};
 use crate::patch::{PatchSpec, apply_patches};
@@ -365,14 +366,15 @@ pub async fn run(
     report
 }
 
-/// Loads the manifests under `path`, applies the patches, and prepares Secrets (values checked,
+/// Renders the manifests of `path` (a kustomization built, or the files under it), applies the
+/// patches, and prepares Secrets (values checked,
 /// `stringData` moved into `data`): pure, nothing is sent.
 pub fn build(
     files: &[SourceFile],
     path: &str,
     patches: &[PatchSpec],
 ) -> Result<Vec<Manifest>, String> {
-    let mut manifests = load(files, path).map_err(|e| e.to_string())?;
+    let mut manifests = kustomize::render(files, path).map_err(|e| e.to_string())?;
     apply_patches(&mut manifests, patches).map_err(|e| e.to_string())?;
     for m in &mut manifests {
         secrets::prepare(m).map_err(|e| format!("{} ({}): {e}", m.display(), m.origin))?;
@@ -874,6 +876,7 @@ mod tests {
         req.patches = vec![PatchSpec {
             patch: "[{op: add, path: /metadata/labels, value: {tier: web}}]".into(),
             target: Some(configmaps()),
+            ..Default::default()
         }];
         let report = run(f.as_ref(), &hooks(&f), req).await;
         assert_eq!(report.result(), Ok(()));
@@ -881,6 +884,7 @@ mod tests {
         bad.patches = vec![PatchSpec {
             patch: "[{op: replace, path: /spec/nothing, value: 1}]".into(),
             target: Some(configmaps()),
+            ..Default::default()
         }];
         let report = run(f.as_ref(), &hooks(&f), bad).await;
         assert!(matches!(report.error, Some(SyncError::Build(_))));

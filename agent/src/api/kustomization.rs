@@ -110,12 +110,14 @@ pub struct CommonMetadata {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Patch {
-    /// A JSON patch (RFC 6902) or merge patch (RFC 7386), as YAML or JSON.
+    /// A JSON patch (RFC 6902) or a strategic merge patch, as YAML or JSON, applied as
+    /// kustomize applies it.
     pub patch: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<Selector>,
 }
 
+/// Which objects a patch applies to; `name` and `namespace` are regular expressions.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Selector {
@@ -131,6 +133,8 @@ pub struct Selector {
     pub namespace: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label_selector: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotation_selector: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

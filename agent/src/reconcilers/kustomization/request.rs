@@ -107,7 +107,9 @@ fn patches(ks: &Kustomization) -> Vec<PatchSpec> {
                 name: t.name.clone(),
                 namespace: t.namespace.clone(),
                 label_selector: t.label_selector.clone(),
+                annotation_selector: t.annotation_selector.clone(),
             }),
+            allow_name_change: false,
         })
         .collect()
 }
