@@ -10,6 +10,7 @@ use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
+use skewer_appliers::kustomize::KUSTOMIZATION_FILES;
 use skewer_appliers::load::SourceFile;
 
 use crate::api::GitRepository;
@@ -86,9 +87,10 @@ async fn get<S: Source>(
     })
 }
 
-/// The files of `artifact` under directory `dir` (all for ""), read and digest-checked off
-/// the async runtime. Only that directory is unpacked, so a deploy object of one directory of
-/// a big repository holds no more than that in memory.
+/// The files a deploy object of directory `dir` needs: those under it, read and digest-checked
+/// off the async runtime. Only that directory is unpacked, so an object of one directory of a
+/// big repository holds no more than that in memory; unless a kustomization under it may name
+/// bases elsewhere (`../base`), and then the whole artifact is read.
 pub async fn files_under(
     store: &skewer_sources::Store,
     artifact: &ArtifactRef,
@@ -101,10 +103,20 @@ pub async fn files_under(
         dir.to_string(),
     );
     let failed = |e: String| Failure::new(Reason::ArtifactFailed, e);
-    let files = tokio::task::spawn_blocking(move || store.get_under(&key, &digest, &dir))
-        .await
-        .map_err(|e| failed(e.to_string()))?
-        .map_err(|e| failed(e.to_string()))?;
+    let files = tokio::task::spawn_blocking(move || {
+        let files = store.get_under(&key, &digest, &dir)?;
+        let kustomized = files.iter().any(|f| {
+            let name = f.path.rsplit('/').next().unwrap_or_default();
+            KUSTOMIZATION_FILES.contains(&name)
+        });
+        if kustomized && !dir.is_empty() {
+            return store.get_under(&key, &digest, "");
+        }
+        Ok(files)
+    })
+    .await
+    .map_err(|e| failed(e.to_string()))?
+    .map_err(|e: skewer_sources::StoreError| failed(e.to_string()))?;
     Ok(files
         .into_iter()
         .map(|f| SourceFile {

@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod artifacts;
+pub mod build;
 pub mod drift;
 pub mod http;
 pub mod leader;

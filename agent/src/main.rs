@@ -32,6 +32,19 @@ enum LogFormat {
 enum Command {
     /// Run the reconciler daemon against the cluster of the current kubeconfig.
     Run(RunArgs),
+    /// Render what a Kustomization of PATH would apply, offline, as YAML: its
+    /// kustomization.yaml built (or the manifests under it), then, with --kustomization, that
+    /// Kustomization's patches, targetNamespace, commonMetadata and owner labels.
+    Build {
+        /// The directory to render.
+        path: PathBuf,
+        /// The root of the source (default: the Git work tree PATH is in, else PATH).
+        #[arg(long)]
+        source_root: Option<PathBuf>,
+        /// A Kustomization (YAML file) whose own patches and metadata to apply.
+        #[arg(long)]
+        kustomization: Option<PathBuf>,
+    },
     /// Write skewer's install manifests (CRDs, RBAC, Deployment) generated from its types.
     Manifests {
         /// Directory to write into; prints to stdout when absent.
@@ -97,6 +110,19 @@ async fn main() -> Result<()> {
 
     match cli.command {
         Command::Run(args) => run(args).await,
+        Command::Build {
+            path,
+            source_root,
+            kustomization,
+        } => {
+            let yaml = skewer_agent::build::render(
+                &path,
+                source_root.as_deref(),
+                kustomization.as_deref(),
+            )?;
+            print!("{yaml}");
+            Ok(())
+        }
         Command::Manifests { out, image } => {
             let files = manifests::files(&image)?;
             match out {

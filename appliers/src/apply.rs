@@ -146,7 +146,7 @@ impl Applier {
                     .await
                     .map_err(|e| ApplyError::new(&m, e.to_string()))?;
                 opts.transform
-                    .apply(&mut m, resource.namespaced, &opts.owner);
+                    .apply(&mut m, resource.namespaced, Some(&opts.owner));
                 if resource.namespaced && m.namespace().is_empty() {
                     m.object["metadata"]["namespace"] = Value::String("default".into());
                 }

@@ -129,6 +129,18 @@ fn parse_message(e: &serde_saphyr::Error) -> String {
     format!("{at}{limit}")
 }
 
+/// Source files from `(path, content)` pairs, for tests.
+#[cfg(test)]
+pub(crate) fn files(pairs: &[(&str, &str)]) -> Vec<SourceFile> {
+    pairs
+        .iter()
+        .map(|(p, d)| SourceFile {
+            path: p.to_string(),
+            data: d.as_bytes().to_vec(),
+        })
+        .collect()
+}
+
 /// Normalises a user-given path: `./apps/` → `apps`, `.` or `` → the root.
 pub fn normalize_path(path: &str) -> String {
     path.trim_start_matches("./")

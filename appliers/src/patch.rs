@@ -17,8 +17,9 @@ use crate::kustomize::smp;
 use crate::object::{Manifest, display_name, split_api_version};
 use crate::selector::LabelSelector;
 
-/// Which objects a patch applies to. Empty fields match anything.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Which objects a patch applies to (kustomize's `target`). Empty fields match anything.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Selector {
     pub group: Option<String>,
     pub version: Option<String>,

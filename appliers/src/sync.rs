@@ -28,9 +28,11 @@ use crate::kustomize;
 use crate::load::SourceFile;
 use crate::message::summarize;
 use crate::object::{Manifest, ObjectId};
+use crate::order::stages;
 use crate::patch::{PatchSpec, apply_patches};
 use crate::prune::{PruneReport, prune};
 use crate::secrets;
+use crate::transform::{Owner, Transform};
 use crate::wait;
 
 /// Everything one sync needs, decided by the caller before it starts.
@@ -382,6 +384,43 @@ pub fn build(
     Ok(manifests)
 }
 
+/// What a sync would apply, worked out offline: built, patched, with `transform` and the
+/// owner's labels, defaulted to the `default` namespace, in apply order. Whether a kind is
+/// namespaced comes from Kubernetes' schema and the CRDs in the set (unknown kinds are taken as
+/// namespaced), not from a cluster; old-server work-arounds are not applied.
+pub fn preview(
+    files: &[SourceFile],
+    path: &str,
+    patches: &[PatchSpec],
+    transform: &Transform,
+    owner: Option<&Owner>,
+) -> Result<Vec<Manifest>, SyncError> {
+    let mut manifests = build(files, path, patches).map_err(SyncError::Build)?;
+    let crds: Vec<Manifest> = manifests
+        .iter()
+        .filter(|m| m.kind() == "CustomResourceDefinition")
+        .cloned()
+        .collect();
+    for m in &mut manifests {
+        let (group, _) = m.group_version();
+        let defined = crds.iter().find(|c| {
+            c.object["spec"]["group"] == group && c.object["spec"]["names"]["kind"] == m.kind()
+        });
+        let namespaced = match defined {
+            Some(crd) => crd.object["spec"]["scope"] != "Cluster",
+            None => !kustomize::smp::is_cluster_scoped(m.api_version(), m.kind()),
+        };
+        transform.apply(m, namespaced, owner);
+        if namespaced && m.namespace().is_empty() {
+            m.object["metadata"]["namespace"] = serde_json::Value::String("default".into());
+        }
+    }
+    Ok(stages(manifests)
+        .into_iter()
+        .flat_map(|s| s.manifests)
+        .collect())
+}
+
 /// Milliseconds spent in each step of a sync.
 #[derive(Debug)]
 pub struct Phases {
@@ -435,9 +474,7 @@ mod tests {
     use crate::drift::Seen;
     use crate::health::{Health, Observed};
     use crate::object::configmap_id as id;
-    use crate::order::stages;
     use crate::resources::Resolved;
-    use crate::transform::{Owner, Transform};
 
     /// An in-memory cluster: objects by id, and the failures a test wants.
     #[derive(Default)]
@@ -490,7 +527,7 @@ mod tests {
                     let (group, version) = m.group_version();
                     let gvk = GroupVersionKind::gvk(group, version, m.kind());
                     let namespaced = m.kind() != "Namespace";
-                    opts.transform.apply(&mut m, namespaced, &opts.owner);
+                    opts.transform.apply(&mut m, namespaced, Some(&opts.owner));
                     planned.push(Planned {
                         manifest: m,
                         resource: Resolved {
@@ -843,6 +880,46 @@ mod tests {
         let report = run(f.as_ref(), &h, request(&[("shared.yaml", taken)], &[])).await;
         assert_eq!(report.result(), Ok(()), "{:?}", report.error);
         assert!(f.has("shared"));
+    }
+
+    #[test]
+    fn a_preview_is_what_would_be_applied() {
+        let files: Vec<SourceFile> = [
+            ("kustomization.yaml", "namePrefix: p-\nresources: [cm.yaml, ns.yaml, crd.yaml, w.yaml]\n".to_string()),
+            ("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n".to_string()),
+            ("ns.yaml", "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n".to_string()),
+            ("crd.yaml", "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: ws.example.com}\nspec: {group: example.com, scope: Cluster, names: {kind: W, plural: ws}}\n".to_string()),
+            ("w.yaml", "apiVersion: example.com/v1\nkind: W\nmetadata: {name: w, namespace: x}\n".to_string()),
+        ]
+        .into_iter()
+        .map(|(p, d)| SourceFile { path: p.into(), data: d.into_bytes() })
+        .collect();
+        let owner = Owner {
+            name: "apps".into(),
+            namespace: "flux".into(),
+        };
+        let transform = Transform {
+            target_namespace: Some("team".into()),
+            ..Default::default()
+        };
+        let got = preview(&files, "", &[], &transform, Some(&owner)).unwrap();
+        let order: Vec<String> = got.iter().map(|m| m.display()).collect();
+        assert_eq!(
+            order,
+            [
+                "Namespace/team",
+                "CustomResourceDefinition/ws.example.com",
+                "ConfigMap/team/p-c",
+                "W/p-w"
+            ]
+        );
+        assert_eq!(
+            got[2].object["metadata"]["labels"]["skewer.dev/name"],
+            "apps"
+        );
+        let bare = preview(&files, "", &[], &Transform::default(), None).unwrap();
+        assert_eq!(bare[2].object["metadata"]["namespace"], "default");
+        assert!(bare[2].object["metadata"].get("labels").is_none());
     }
 
     #[tokio::test]

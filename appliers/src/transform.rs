@@ -59,9 +59,9 @@ fn insert_all(
 }
 
 impl Transform {
-    /// Applies the transform and owner labels. `namespaced` says whether the object's kind
-    /// is namespaced on the target cluster.
-    pub fn apply(&self, m: &mut Manifest, namespaced: bool, owner: &Owner) {
+    /// Applies the transform and owner labels (when there is an owner). `namespaced` says
+    /// whether the object's kind is namespaced on the target cluster.
+    pub fn apply(&self, m: &mut Manifest, namespaced: bool, owner: Option<&Owner>) {
         let Some(obj) = m.object.as_object_mut() else {
             return;
         };
@@ -80,14 +80,18 @@ impl Transform {
             meta.remove("namespace");
         }
         let owner_labels = owner
-            .labels()
             .into_iter()
+            .flat_map(|o| o.labels())
             .map(|(k, v)| (k.to_string(), v.to_string()));
-        insert_all(
-            meta,
-            "labels",
-            self.labels.clone().into_iter().chain(owner_labels),
-        );
+        let labels: Vec<(String, String)> = self
+            .labels
+            .clone()
+            .into_iter()
+            .chain(owner_labels)
+            .collect();
+        if !labels.is_empty() {
+            insert_all(meta, "labels", labels);
+        }
         if !self.annotations.is_empty() {
             insert_all(meta, "annotations", self.annotations.clone());
         }
@@ -114,7 +118,7 @@ mod tests {
             origin: String::new(),
             object: json!({"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "dev"}}),
         };
-        t.apply(&mut cm, true, &owner);
+        t.apply(&mut cm, true, Some(&owner));
         assert_eq!(cm.object["metadata"]["namespace"], "prod");
         assert_eq!(
             cm.object["metadata"]["labels"],
@@ -125,7 +129,7 @@ mod tests {
             origin: String::new(),
             object: json!({"kind": "Namespace", "metadata": {"name": "n", "namespace": "bogus"}}),
         };
-        t.apply(&mut ns, false, &owner);
+        t.apply(&mut ns, false, Some(&owner));
         assert!(ns.object["metadata"].get("namespace").is_none());
     }
 

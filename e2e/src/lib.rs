@@ -3,6 +3,7 @@
 //! own namespace so tests run in parallel without seeing each other.
 
 pub mod git;
+pub mod measure;
 pub mod proxy;
 
 use std::path::{Path, PathBuf};
@@ -33,6 +34,27 @@ fn run(cmd: &mut Command) -> Result<String> {
         );
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Every file under `dir`, paths relative to it, as a source artifact holds them.
+pub fn source_files(dir: &Path) -> Result<Vec<skewer_appliers::load::SourceFile>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.push(skewer_appliers::load::SourceFile {
+                    path: path.strip_prefix(dir)?.to_string_lossy().replace('\\', "/"),
+                    data: std::fs::read(&path)?,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
 }
 
 /// Starts (or reuses) the local cluster `name` and returns its kubeconfig path.

@@ -22,28 +22,6 @@ fn corpus() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("kustomize")
 }
 
-/// Every file under `dir`, with paths relative to it.
-fn files_under(dir: &Path) -> Result<Vec<SourceFile>> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d)? {
-            let path = entry?.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let rel = path.strip_prefix(dir)?.to_string_lossy().replace('\\', "/");
-                out.push(SourceFile {
-                    path: rel,
-                    data: std::fs::read(&path)?,
-                });
-            }
-        }
-    }
-    out.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(out)
-}
-
 /// Objects by `apiVersion kind namespace/name`.
 fn by_id(objects: impl IntoIterator<Item = Value>) -> BTreeMap<String, Value> {
     objects
@@ -157,7 +135,7 @@ fn skewer_builds_what_kustomize_builds() -> Result<()> {
             .unwrap_or_default()
             .to_string_lossy()
             .into_owned();
-        let files = files_under(case)?;
+        let files = skewer_e2e::source_files(case)?;
         for path in paths_of(case)? {
             let label = if path.is_empty() {
                 name.clone()

@@ -18,7 +18,7 @@ pub enum Reason {
     DependencyNotReady,
     /// The source's artifact cannot be had (missing source, no artifact yet, unreadable).
     ArtifactFailed,
-    /// Manifests did not load or patch.
+    /// Manifests did not load, build (kustomize) or patch.
     BuildFailed,
     /// Planning, recording the inventory, or applying failed.
     ReconciliationFailed,
@@ -56,9 +56,14 @@ impl Reason {
         }
     }
 
-    /// Whether retrying cannot help (kstatus Stalled): only a new spec can.
+    /// Whether retrying cannot help (kstatus Stalled): only a new spec (or, for a build, a new
+    /// revision of the source, which triggers a reconcile too) can. A build is a pure function
+    /// of the two: one that failed fails again.
     pub fn stalls(self) -> bool {
-        matches!(self, Reason::InvalidSpec | Reason::ReconcilePanicked)
+        matches!(
+            self,
+            Reason::InvalidSpec | Reason::BuildFailed | Reason::ReconcilePanicked
+        )
     }
 }
 
@@ -118,6 +123,10 @@ mod tests {
     fn only_spec_errors_and_panics_stall() {
         assert!(Reason::InvalidSpec.stalls());
         assert!(Reason::ReconcilePanicked.stalls());
+        assert!(
+            Reason::BuildFailed.stalls(),
+            "the same source builds the same way"
+        );
         assert!(!Reason::HealthCheckFailed.stalls());
         assert!(!Reason::AuthenticationFailed.stalls());
     }

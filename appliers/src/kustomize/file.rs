@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::patch::Selector;
+
 /// Fields kustomize has and skewer refuses, with why.
 const REFUSED: &[(&str, &str)] = &[
     (
@@ -35,72 +37,44 @@ const REFUSED: &[(&str, &str)] = &[
 
 /// A kustomization file's fields.
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Kustomization {
-    #[serde(default)]
     pub api_version: Option<String>,
-    #[serde(default)]
     pub kind: Option<String>,
-    #[serde(default)]
     pub metadata: Option<Value>,
-    #[serde(default)]
     pub resources: Vec<String>,
     /// The older name of `resources`.
-    #[serde(default)]
     pub bases: Vec<String>,
-    #[serde(default)]
     pub components: Vec<String>,
-    #[serde(default)]
     pub crds: Vec<String>,
-    #[serde(default)]
     pub namespace: Option<String>,
-    #[serde(default)]
     pub name_prefix: Option<String>,
-    #[serde(default)]
     pub name_suffix: Option<String>,
-    #[serde(default)]
     pub common_labels: BTreeMap<String, String>,
-    #[serde(default)]
     pub labels: Vec<Label>,
-    #[serde(default)]
     pub common_annotations: BTreeMap<String, String>,
-    #[serde(default)]
     pub images: Vec<Image>,
     /// The older name of `images`.
-    #[serde(default)]
     pub image_tags: Vec<Image>,
-    #[serde(default)]
     pub replicas: Vec<Replica>,
-    #[serde(default)]
     pub patches: Vec<Patch>,
-    #[serde(default)]
     pub patches_strategic_merge: Vec<String>,
-    #[serde(default)]
     pub patches_json6902: Vec<Patch>,
-    #[serde(default)]
     pub config_map_generator: Vec<Generator>,
-    #[serde(default)]
     pub secret_generator: Vec<Generator>,
-    #[serde(default)]
     pub generator_options: Option<GeneratorOptions>,
     /// Files of built-in transformer configurations.
-    #[serde(default)]
     pub transformers: Vec<String>,
     /// Output order: skewer applies in its own order, so this changes nothing it does.
-    #[serde(default)]
     pub sort_options: Option<Value>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Label {
-    #[serde(default)]
     pub pairs: BTreeMap<String, String>,
-    #[serde(default)]
     pub include_selectors: bool,
-    #[serde(default)]
     pub include_templates: bool,
-    #[serde(default)]
     pub fields: Vec<FieldSpecArg>,
 }
 
@@ -139,45 +113,19 @@ pub struct Replica {
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Patch {
-    #[serde(default)]
     pub path: Option<String>,
-    #[serde(default)]
     pub patch: Option<String>,
-    #[serde(default)]
-    pub target: Option<Target>,
-    #[serde(default)]
+    pub target: Option<Selector>,
     pub options: Option<PatchOptions>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct PatchOptions {
-    #[serde(default)]
     pub allow_name_change: bool,
-    #[serde(default)]
     pub allow_kind_change: bool,
-}
-
-/// Which objects a patch applies to. `name` and `namespace` are regular expressions.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Target {
-    #[serde(default)]
-    pub group: Option<String>,
-    #[serde(default)]
-    pub version: Option<String>,
-    #[serde(default)]
-    pub kind: Option<String>,
-    #[serde(default)]
-    pub name: Option<String>,
-    #[serde(default)]
-    pub namespace: Option<String>,
-    #[serde(default)]
-    pub label_selector: Option<String>,
-    #[serde(default)]
-    pub annotation_selector: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -206,15 +154,11 @@ pub struct Generator {
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct GeneratorOptions {
-    #[serde(default)]
     pub labels: BTreeMap<String, String>,
-    #[serde(default)]
     pub annotations: BTreeMap<String, String>,
-    #[serde(default)]
     pub disable_name_suffix_hash: bool,
-    #[serde(default)]
     pub immutable: bool,
 }
 

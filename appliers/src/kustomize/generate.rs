@@ -263,17 +263,8 @@ fn is_env_name(key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::SourceFile;
 
-    fn tree_of(files: &[(&str, &str)]) -> Vec<SourceFile> {
-        files
-            .iter()
-            .map(|(p, d)| SourceFile {
-                path: p.to_string(),
-                data: d.as_bytes().to_vec(),
-            })
-            .collect()
-    }
+    use crate::load::files as tree_of;
 
     fn generator(yaml: &str) -> Generator {
         serde_saphyr::from_str(yaml).unwrap()

@@ -28,7 +28,7 @@ use self::generate::Kind;
 use self::tree::{Tree, parent, resolve};
 use crate::load::{Dialect, LoadError, SourceFile, normalize_path, parse_file_in};
 use crate::object::Manifest;
-use crate::patch::{PatchSpec, Patchable, Selector, apply_patch};
+use crate::patch::{PatchSpec, Patchable, apply_patch};
 
 pub use self::tree::KUSTOMIZATION_FILES;
 
@@ -488,15 +488,7 @@ impl Builder<'_> {
     ) -> Result<PatchSpec, Error> {
         let patch =
             self.patch_content(file, field, dir, p.path.as_ref(), p.patch.as_ref(), false)?;
-        let target = p.target.as_ref().map(|t| Selector {
-            group: t.group.clone(),
-            version: t.version.clone(),
-            kind: t.kind.clone(),
-            name: t.name.clone(),
-            namespace: t.namespace.clone(),
-            label_selector: t.label_selector.clone(),
-            annotation_selector: t.annotation_selector.clone(),
-        });
+        let target = p.target.clone();
         let allow_name_change = p.options.as_ref().is_some_and(|o| o.allow_name_change);
         Ok(PatchSpec {
             patch,

@@ -4,15 +4,7 @@
 
 use super::*;
 
-fn tree(files: &[(&str, &str)]) -> Vec<SourceFile> {
-    files
-        .iter()
-        .map(|(p, d)| SourceFile {
-            path: p.to_string(),
-            data: d.as_bytes().to_vec(),
-        })
-        .collect()
-}
+use crate::load::files as tree;
 
 fn cm(name: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\n")

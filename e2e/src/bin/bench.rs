@@ -24,16 +24,8 @@ use skewer_appliers::apply::{Applier, ApplyOptions};
 use skewer_appliers::load::SourceFile;
 use skewer_appliers::sync::{HealthChecks, SyncRequest, Untracked};
 use skewer_appliers::transform::{Owner, Transform};
+use skewer_e2e::measure::{arg, median};
 use skewer_e2e::{GitServer, Skewer, client, hub, kc, kubectl, namespace, skewer_bin};
-
-fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// A ConfigMap without a namespace: each run places it with `-n` or `targetNamespace`.
 fn configmap(i: usize) -> String {
@@ -41,11 +33,6 @@ fn configmap(i: usize) -> String {
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i:04}\ndata:\n  index: \"{i}\"\n  payload: \"{}\"\n",
         "x".repeat(64)
     )
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 struct Setup {

@@ -9,28 +9,12 @@
 
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use skewer_e2e::GitServer;
+use skewer_e2e::measure::{arg, median, ms, timed};
 use skewer_sources::{Access, GitFetcher, GitRefSpec, Store};
-
-fn arg(name: &str, default: usize) -> usize {
-    std::env::args()
-        .skip_while(|a| a != name)
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
-}
 
 /// Writes `commits` commits with git fast-import: the first adds `files` manifests, each later
 /// one changes ten of them.
@@ -84,30 +68,6 @@ fn generate(bare: &std::path::Path, files: usize, commits: usize) -> Result<()> 
         bail!("git symbolic-ref failed");
     }
     Ok(())
-}
-
-/// Runs a command under GNU time: (wall time, peak RSS in KiB).
-fn timed(program: &str, args: &[&str]) -> Result<(Duration, u64)> {
-    let report = tempfile::NamedTempFile::new()?;
-    let started = Instant::now();
-    let status = Command::new("/usr/bin/time")
-        .args(["-f", "%M", "-o"])
-        .arg(report.path())
-        .arg(program)
-        .args(args)
-        .stdout(Stdio::null())
-        .status()
-        .with_context(|| format!("{program} {args:?}"))?;
-    let elapsed = started.elapsed();
-    if !status.success() {
-        bail!("{program} {args:?} failed");
-    }
-    let rss = std::fs::read_to_string(report.path())?
-        .lines()
-        .last()
-        .and_then(|l| l.trim().parse().ok())
-        .context("GNU time printed no RSS")?;
-    Ok((elapsed, rss))
 }
 
 fn clone_once(url: &str, dir: &str) -> Result<()> {

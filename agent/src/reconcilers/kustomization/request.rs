@@ -69,15 +69,10 @@ pub fn build(
     deadline: Instant,
 ) -> SyncRequest {
     let spec = &ks.spec;
-    let metadata = spec.common_metadata.clone().unwrap_or_default();
     let apply = ApplyOptions {
         field_manager: FIELD_MANAGER.into(),
         owner: owner(ks),
-        transform: Transform {
-            target_namespace: spec.target_namespace.clone(),
-            labels: metadata.labels,
-            annotations: metadata.annotations,
-        },
+        transform: transform(ks),
         force: spec.force,
         concurrency: settings.concurrency,
         wait_timeout: deadline.saturating_duration_since(Instant::now()),
@@ -94,7 +89,18 @@ pub fn build(
     }
 }
 
-fn patches(ks: &Kustomization) -> Vec<PatchSpec> {
+/// What `ks` adds to every object: `targetNamespace` and `commonMetadata`.
+pub fn transform(ks: &Kustomization) -> Transform {
+    let metadata = ks.spec.common_metadata.clone().unwrap_or_default();
+    Transform {
+        target_namespace: ks.spec.target_namespace.clone(),
+        labels: metadata.labels,
+        annotations: metadata.annotations,
+    }
+}
+
+/// The patches of `ks`, as the pipeline applies them.
+pub fn patches(ks: &Kustomization) -> Vec<PatchSpec> {
     ks.spec
         .patches
         .iter()

@@ -1,0 +1,50 @@
+//! What the benchmark binaries share: their command line, medians, and timing a child process
+//! (wall time and peak memory, as GNU time reports it).
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+
+/// The number after flag `name` on the command line, or `default`.
+pub fn arg(name: &str, default: usize) -> usize {
+    std::env::args()
+        .skip_while(|a| a != name)
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The median of some durations (the upper one of an even count).
+pub fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+pub fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// Runs a command under GNU time: (wall time, peak RSS in KiB).
+pub fn timed(program: &str, args: &[&str]) -> Result<(Duration, u64)> {
+    let report = tempfile::NamedTempFile::new()?;
+    let started = Instant::now();
+    let status = Command::new("/usr/bin/time")
+        .args(["-f", "%M", "-o"])
+        .arg(report.path())
+        .arg(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .with_context(|| format!("{program} {args:?}"))?;
+    let elapsed = started.elapsed();
+    if !status.success() {
+        bail!("{program} {args:?} failed");
+    }
+    let rss = std::fs::read_to_string(report.path())?
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .context("GNU time printed no RSS")?;
+    Ok((elapsed, rss))
+}
