@@ -63,7 +63,7 @@ pub struct Kustomization {
     pub config_map_generator: Vec<Generator>,
     pub secret_generator: Vec<Generator>,
     pub generator_options: Option<GeneratorOptions>,
-    /// Files of built-in transformer configurations.
+    /// Files of built-in transformer configurations, run after the fields above.
     pub transformers: Vec<String>,
     /// Output order: skewer applies in its own order, so this changes nothing it does.
     pub sort_options: Option<Value>,

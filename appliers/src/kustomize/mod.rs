@@ -10,6 +10,7 @@
 //! to every renamed object are updated ([`names`]). Nothing is read from outside the source.
 //! YAML is read as kustomize reads it (see [`crate::load::Dialect`]).
 
+pub mod builtins;
 pub mod fieldspec;
 pub mod file;
 pub mod generate;
@@ -297,13 +298,6 @@ impl Builder<'_> {
                 "CRD OpenAPI definitions are not supported yet".into(),
             ));
         }
-        if !k.transformers.is_empty() {
-            return Err(Error::new(
-                file,
-                "transformers",
-                "transformer configuration files are not supported yet".into(),
-            ));
-        }
         let global = k.generator_options.as_ref();
         for (kind, generators) in [
             (Kind::ConfigMap, &k.config_map_generator),
@@ -474,7 +468,29 @@ impl Builder<'_> {
             transform::replicas(res, r);
         }
         for image in k.images.iter().chain(&k.image_tags) {
-            transform::images(res, image);
+            transform::images(res, image, &[]);
+        }
+        for (i, entry) in k.transformers.iter().enumerate() {
+            let field = format!("transformers[{i}]");
+            let path = resolve(dir, entry).map_err(|m| Error::new(file, &field, m))?;
+            let Some(data) = self.tree.file(&path) else {
+                let what = if self.tree.is_dir(&path) {
+                    "a directory (only files of configurations are supported)"
+                } else {
+                    "not in the source"
+                };
+                return Err(Error::new(file, &field, format!("'{entry}' is {what}")));
+            };
+            let text = String::from_utf8_lossy(data);
+            let docs =
+                crate::load::parse_yaml_documents(&text).map_err(|m| Error::new(&path, "", m))?;
+            let read = |p: &str| {
+                let full = resolve(dir, p).ok()?;
+                self.tree
+                    .file(&full)
+                    .map(|d| String::from_utf8_lossy(d).into_owned())
+            };
+            builtins::run(file, &field, &docs, &read, res)?;
         }
         Ok(())
     }

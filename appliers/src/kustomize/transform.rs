@@ -90,8 +90,9 @@ pub fn replicas(res: &mut [Res], r: &Replica) {
 }
 
 /// Rewrites the images named `image.name` in every container list (`containers`,
-/// `initContainers`, anywhere in an object but a CRD) and image volume.
-pub fn images(res: &mut [Res], image: &Image) {
+/// `initContainers`, anywhere in an object but a CRD), every image volume, and the fields of
+/// `extra`.
+pub fn images(res: &mut [Res], image: &Image, extra: &[FieldSpec]) {
     // As kustomize, the name is a pattern: an image matches when it is the name, then an
     // optional tag and digest.
     let Ok(pattern) = Regex::new(&format!(
@@ -122,6 +123,10 @@ pub fn images(res: &mut [Res], image: &Image) {
                 false,
                 &mut |v| update(v),
             );
+        }
+        let (api_version, kind) = (r.api_version().to_string(), r.kind().to_string());
+        for spec in extra.iter().filter(|s| s.selects(&api_version, &kind)) {
+            visit(&mut r.object, &spec.path, false, &mut |v| update(v));
         }
     }
 }
@@ -254,7 +259,7 @@ mod tests {
             "containers": [{"name": "a", "image": "app:1"}, {"name": "b", "image": "application:1"}],
             "initContainers": [{"name": "i", "image": "app"}]}}}}}}),
         )];
-        images(&mut r, &image("app", None, Some("2"), None));
+        images(&mut r, &image("app", None, Some("2"), None), &[]);
         let spec = &r[0].object["spec"]["jobTemplate"]["spec"]["template"]["spec"];
         assert_eq!(spec["containers"][0]["image"], "app:2");
         assert_eq!(spec["containers"][1]["image"], "application:1");
