@@ -6,6 +6,7 @@
 pub mod api;
 pub mod artifacts;
 pub mod build;
+pub mod clusters;
 pub mod drift;
 pub mod http;
 pub mod leader;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use skewer_agent::{api, http, leader, manifests, metrics, reconcilers, runtime};
+use skewer_agent::{api, clusters, http, leader, manifests, metrics, reconcilers, runtime};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -84,6 +84,24 @@ struct RunArgs {
     /// never is.
     #[arg(long)]
     allow_file_urls: bool,
+    /// Impersonate this ServiceAccount (of the Kustomization's own namespace) for every
+    /// Kustomization without `serviceAccountName` (multi-tenancy lockdown).
+    #[arg(long)]
+    default_service_account: Option<String>,
+    /// Refuse sources and dependencies in another namespace than the Kustomization's.
+    #[arg(long)]
+    no_cross_namespace_refs: bool,
+    /// Reconcile only objects with these labels (like `shard=a`), so several skewers can share
+    /// one hub.
+    #[arg(long)]
+    watch_label_selector: Option<String>,
+    /// Namespace of the cluster Secrets (default: --namespace, else the pod's namespace, else
+    /// `skewer-system`).
+    #[arg(long, env = "SKEWER_CLUSTER_SECRET_NAMESPACE")]
+    cluster_secret_namespace: Option<String>,
+    /// Read cluster Secrets from every namespace.
+    #[arg(long, conflicts_with = "cluster_secret_namespace")]
+    cluster_secrets_all_namespaces: bool,
     /// Address for /metrics, /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:8080", env = "SKEWER_METRICS_ADDR")]
     metrics_addr: std::net::SocketAddr,
@@ -143,9 +161,10 @@ async fn main() -> Result<()> {
 }
 
 async fn run(args: RunArgs) -> Result<()> {
-    let client = kube::Client::try_default()
+    let config = kube::Config::infer()
         .await
-        .context("connecting to the cluster (KUBECONFIG or in-cluster)")?;
+        .context("reading the cluster configuration (KUBECONFIG or in-cluster)")?;
+    let client = kube::Client::try_from(config.clone()).context("connecting to the cluster")?;
     let namespace = args.namespace;
     let metrics = std::sync::Arc::new(metrics::Metrics::default());
     let ready = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -185,8 +204,25 @@ async fn run(args: RunArgs) -> Result<()> {
         data_dir: args.data_dir.clone(),
         local_sources: args.allow_file_urls
             || std::env::var_os("KUBERNETES_SERVICE_HOST").is_none(),
+        default_service_account: args.default_service_account,
+        cross_namespace_refs: !args.no_cross_namespace_refs,
     };
-    let ctx = runtime::Context::new(client, &args.data_dir, settings, metrics)
+    if let Some(selector) = args.watch_label_selector {
+        runtime::watch::select(selector);
+    }
+    let secrets_ns = if args.cluster_secrets_all_namespaces {
+        None
+    } else {
+        Some(
+            args.cluster_secret_namespace
+                .or_else(|| namespace.clone())
+                .or_else(|| std::env::var("POD_NAMESPACE").ok())
+                .unwrap_or_else(|| "skewer-system".into()),
+        )
+    };
+    let registry = clusters::Registry::new(secrets_ns.as_deref());
+    registry.watch(&client, secrets_ns.as_deref());
+    let ctx = runtime::Context::new(config, registry, &args.data_dir, settings, metrics)
         .await
         .context("asking the API server its version")?;
     tracing::info!(namespace = namespace.as_deref().unwrap_or("<all>"), data_dir = %args.data_dir.display(), "skewer running");

@@ -41,6 +41,15 @@ fn rbac() -> Vec<Value> {
             "metadata": {"name": "skewer"},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
             "subjects": [{"kind": "ServiceAccount", "name": "skewer", "namespace": NAMESPACE}]}),
+        // Named on its own so that it survives a narrower binding than cluster-admin: applying
+        // as a tenant (`serviceAccountName`, `--default-service-account`) is impersonation.
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "skewer-impersonate"},
+            "rules": [{"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["impersonate"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "skewer-impersonate"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "skewer-impersonate"},
+            "subjects": [{"kind": "ServiceAccount", "name": "skewer", "namespace": NAMESPACE}]}),
     ]
 }
 
@@ -60,6 +69,7 @@ fn deployment(image: &str) -> Value {
                     "args": ["run", "--data-dir=/data", "--log-format=json"],
                     "env": [
                         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
                         // The Lease lives beside skewer, not in `default`.
                         {"name": "SKEWER_LEADER_ELECTION_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
                     ],

@@ -18,8 +18,10 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use skewer_appliers::{Inventory, ObjectId};
 
-/// The fingerprint of an object on a cluster (`None`: the hub).
-fn key(cluster: &Option<String>, id: &ObjectId) -> u64 {
+use crate::targets::ClusterRef;
+
+/// The fingerprint of an object on a cluster.
+fn key(cluster: &ClusterRef, id: &ObjectId) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     cluster.hash(&mut h);
     id.hash(&mut h);
@@ -31,7 +33,7 @@ fn key(cluster: &Option<String>, id: &ObjectId) -> u64 {
 pub trait Recorded: Send + Sync {
     fn held(
         &self,
-        cluster: &Option<String>,
+        cluster: &ClusterRef,
         wanted: &HashSet<String>,
         except: &str,
     ) -> Vec<(String, String)>;
@@ -58,7 +60,7 @@ impl Ownership {
     /// come back with their holder.
     pub fn claim(
         &self,
-        cluster: &Option<String>,
+        cluster: &ClusterRef,
         owner: &str,
         planned: &Inventory,
         takeover: &BTreeSet<ObjectId>,
@@ -100,7 +102,7 @@ impl Ownership {
     }
 
     /// After a sync: `owner` holds exactly what its inventory says (it let go of what it pruned).
-    pub fn settle(&self, cluster: &Option<String>, owner: &str, inventory: &Inventory) {
+    pub fn settle(&self, cluster: &ClusterRef, owner: &str, inventory: &Inventory) {
         let kept: HashSet<u64> = inventory
             .entries
             .keys()
@@ -137,7 +139,7 @@ mod tests {
 
     const A: &str = "Kustomization/ns/a";
     const B: &str = "Kustomization/ns/b";
-    const HUB: Option<String> = None;
+    const HUB: ClusterRef = ClusterRef::Hub;
 
     /// Inventories recorded before this process started.
     struct Before(Vec<(String, String)>);
@@ -145,7 +147,7 @@ mod tests {
     impl Recorded for Before {
         fn held(
             &self,
-            _: &Option<String>,
+            _: &ClusterRef,
             wanted: &HashSet<String>,
             except: &str,
         ) -> Vec<(String, String)> {
@@ -182,7 +184,7 @@ mod tests {
         // The same object on another cluster is another object.
         assert_eq!(
             o.claim(
-                &Some("spoke".into()),
+                &ClusterRef::Registered("spoke".into()),
                 B,
                 &inv(&["shared"]),
                 &BTreeSet::new()

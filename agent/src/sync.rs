@@ -50,6 +50,10 @@ impl<'a, K: Reconciled> Sync<'a, K> {
         report
     }
 
+    pub fn target(&self) -> &Arc<Target> {
+        self.target
+    }
+
     /// The widened inventory this sync wrote to status, if it wrote one. A reconcile cut short
     /// (its deadline passed mid-apply) must keep it, not write back an older one.
     pub fn recorded(&self) -> Option<Inventory> {
@@ -90,11 +94,7 @@ impl<K: Reconciled> SyncHooks for Sync<'_, K> {
             .drift
             .lock()
             .begin(self.owner, &self.target.key, opts.clone(), planned());
-        drift::watch::ensure(
-            self.ctx,
-            self.target,
-            planned().map(|p| &p.resource.resource),
-        );
+        drift::watch::ensure(self.ctx, self.target, planned());
         self.ctx.metrics.objects_applied.inc_by(plan.len() as u64);
     }
 

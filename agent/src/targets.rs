@@ -1,25 +1,57 @@
 //! Where objects are applied. A [`Target`] is a cluster seen through one identity: its client,
-//! its server version (decided once, for the old-server work-arounds), its [`Applier`] with its
-//! discovery cache, and the drift watches started on it. The registry builds each target
-//! once and hands out the same one to every reconcile that names it.
-//!
-//! Today it holds one target: the hub, as skewer itself. Spoke clusters (from cluster
-//! Secrets) and impersonated tenants are further keys, added here without touching the
-//! reconcilers.
+//! its server version (decided once per client, for the old-server work-arounds), its
+//! [`Applier`] with its discovery cache, where it may act ([`Scope`]), and the drift watches
+//! started on it. [`Targets`] builds each target when first needed and hands out the same one
+//! to every reconcile that names it; a target whose cluster Secret changed is rebuilt, and its
+//! watches stop.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use kube::Client;
+use k8s_openapi::api::core::v1::Secret;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
 use skewer_appliers::apply::Applier;
+use skewer_appliers::scope::Scope;
 use thiserror::Error;
+use tokio::task::AbortHandle;
+
+use crate::clusters::{self, Invalid, Registry, Unregistered};
+
+/// Which cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ClusterRef {
+    /// The cluster skewer runs against.
+    Hub,
+    /// A cluster registered by a cluster Secret, by its `name`.
+    Registered(String),
+    /// The cluster of the kubeconfig in a Secret (`key`, or `value` / `value.yaml`).
+    KubeConfig {
+        namespace: String,
+        name: String,
+        key: Option<String>,
+    },
+}
+
+impl fmt::Display for ClusterRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClusterRef::Hub => f.write_str("the hub"),
+            ClusterRef::Registered(name) => write!(f, "cluster '{name}'"),
+            ClusterRef::KubeConfig {
+                namespace, name, ..
+            } => write!(f, "the cluster of kubeConfig Secret {namespace}/{name}"),
+        }
+    }
+}
 
 /// Which cluster, and who skewer is there.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TargetKey {
-    /// A registered cluster's name; `None` is the hub skewer runs against.
-    pub cluster: Option<String>,
+    pub cluster: ClusterRef,
     /// The user to impersonate (`system:serviceaccount:<namespace>:<name>`); `None` is
     /// skewer's own identity.
     pub identity: Option<String>,
@@ -28,14 +60,14 @@ pub struct TargetKey {
 impl TargetKey {
     /// The hub, as skewer itself.
     pub const HUB: TargetKey = TargetKey {
-        cluster: None,
+        cluster: ClusterRef::Hub,
         identity: None,
     };
 }
 
 impl fmt::Display for TargetKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.cluster.as_deref().unwrap_or("the hub"))?;
+        write!(f, "{}", self.cluster)?;
         if let Some(who) = &self.identity {
             write!(f, " as {who}")?;
         }
@@ -43,60 +75,219 @@ impl fmt::Display for TargetKey {
     }
 }
 
+static EPOCHS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A drift watch: (group, version, kind) and the namespace it is limited to.
+pub type WatchKey = (String, String, String, Option<String>);
+
 /// One cluster through one identity.
 pub struct Target {
     pub key: TargetKey,
     pub client: Client,
     pub applier: Applier,
-    /// Kinds (group, version, kind) with a drift watch running on this target.
-    pub(crate) watched: Mutex<HashSet<(String, String, String)>>,
+    /// Where on the cluster skewer may act.
+    pub scope: Scope,
+    /// Of the registration it was built from: a different one means rebuild.
+    fingerprint: u64,
+    /// Unique to this client in this process: what was applied through another client (one
+    /// replaced since) is applied again in full, and watched through this one.
+    pub epoch: u64,
+    /// Drift watches running on this target.
+    pub(crate) watched: Mutex<HashSet<WatchKey>>,
+    tasks: Mutex<Vec<AbortHandle>>,
 }
 
 impl Target {
-    async fn connect(key: TargetKey, client: Client) -> Result<Self, kube::Error> {
+    async fn connect(
+        key: TargetKey,
+        client: Client,
+        scope: Scope,
+        fingerprint: u64,
+    ) -> Result<Self, kube::Error> {
         Ok(Self {
             key,
             applier: Applier::new(client.clone()).await?,
             client,
+            scope,
+            fingerprint,
+            epoch: EPOCHS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             watched: Mutex::new(HashSet::new()),
+            tasks: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Whether watches must be limited to the namespaces objects are in: the identity may not
+    /// list across the cluster, or the cluster's registration allows only some namespaces.
+    pub fn per_namespace(&self) -> bool {
+        self.key.identity.is_some() || !self.scope.is_whole_cluster()
+    }
+
+    /// Runs `task` until the target is retired.
+    pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        let handle = tokio::spawn(task).abort_handle();
+        let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(handle);
+    }
+
+    /// Stops its watches: its credentials changed or its cluster left.
+    fn retire(&self) {
+        for t in self.tasks.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            t.abort();
+        }
+        self.watched.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum TargetError {
-    #[error("spec.serviceAccountName: impersonation is not supported yet")]
-    Impersonation,
-    #[error("cluster '{0}' is not registered")]
-    UnknownCluster(String),
+    #[error(transparent)]
+    Unregistered(#[from] Unregistered),
+    #[error("{0}")]
+    Invalid(#[from] Invalid),
+    #[error("{cluster}: {error}")]
+    Unreachable { cluster: String, error: String },
 }
 
-/// The targets, built once each.
+/// How long connecting to a cluster may take before it counts as unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The targets, each built once per registration.
 pub struct Targets {
+    hub_config: Config,
     hub: Arc<Target>,
+    hub_client: Client,
+    pub registry: Arc<Registry>,
+    built: Mutex<HashMap<TargetKey, Arc<Target>>>,
 }
 
 impl Targets {
     /// The registry with the hub; asks the hub its version.
-    pub async fn new(hub: Client) -> Result<Self, kube::Error> {
+    pub async fn new(hub_config: Config, registry: Arc<Registry>) -> Result<Self, kube::Error> {
+        let hub_client = Client::try_from(hub_config.clone())?;
+        let hub = Target::connect(TargetKey::HUB, hub_client.clone(), Scope::default(), 0).await?;
         Ok(Self {
-            hub: Arc::new(Target::connect(TargetKey::HUB, hub).await?),
+            hub_config,
+            hub: Arc::new(hub),
+            hub_client,
+            registry,
+            built: Mutex::new(HashMap::new()),
         })
     }
 
-    /// The target for `key`.
-    pub fn get(&self, key: &TargetKey) -> Result<Arc<Target>, TargetError> {
-        match key {
-            TargetKey {
-                cluster: Some(name),
-                ..
-            } => Err(TargetError::UnknownCluster(name.clone())),
-            TargetKey {
-                identity: Some(_), ..
-            } => Err(TargetError::Impersonation),
-            _ => Ok(self.hub.clone()),
+    /// The target for `key`: built on first use, rebuilt when its registration changed.
+    pub async fn get(&self, key: &TargetKey) -> Result<Arc<Target>, TargetError> {
+        if *key == TargetKey::HUB {
+            return Ok(self.hub.clone());
         }
+        let (mut config, scope, fingerprint) = match &key.cluster {
+            ClusterRef::Hub => (self.hub_config.clone(), Scope::default(), 0),
+            ClusterRef::Registered(name) => {
+                let r = self.registry.lookup(name).await?;
+                let config = config_of(r.kubeconfig.clone(), &key.cluster).await?;
+                (config, r.scope.clone(), r.fingerprint)
+            }
+            ClusterRef::KubeConfig {
+                namespace,
+                name,
+                key: data_key,
+            } => {
+                let (kubeconfig, fingerprint) =
+                    self.read_kubeconfig(namespace, name, data_key.as_deref()).await?;
+                let config = config_of(kubeconfig, &key.cluster).await?;
+                (config, Scope::default(), fingerprint)
+            }
+        };
+        if let Some(t) = self.cached(key).filter(|t| t.fingerprint == fingerprint) {
+            return Ok(t);
+        }
+        config.auth_info.impersonate = key.identity.clone();
+        config.connect_timeout = Some(CONNECT_TIMEOUT);
+        let unreachable = |e: kube::Error| TargetError::Unreachable {
+            cluster: key.cluster.to_string(),
+            error: skewer_appliers::apply::api_message(&e),
+        };
+        let client = Client::try_from(config).map_err(unreachable)?;
+        let target = Target::connect(key.clone(), client, scope, fingerprint)
+            .await
+            .map_err(unreachable)?;
+        let target = Arc::new(target);
+        let replaced = self
+            .built
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.clone(), target.clone());
+        if let Some(old) = replaced {
+            old.retire();
+        }
+        Ok(target)
     }
+
+    fn cached(&self, key: &TargetKey) -> Option<Arc<Target>> {
+        let built = self.built.lock().unwrap_or_else(|e| e.into_inner());
+        built.get(key).cloned()
+    }
+
+    /// Drops every target on `cluster` and stops its watches.
+    pub fn retire(&self, cluster: &ClusterRef) {
+        let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
+        built.retain(|key, target| {
+            let keep = key.cluster != *cluster;
+            if !keep {
+                target.retire();
+            }
+            keep
+        });
+    }
+
+    async fn read_kubeconfig(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: Option<&str>,
+    ) -> Result<(Kubeconfig, u64), TargetError> {
+        let invalid = |field: &str, message: String| Invalid {
+            origin: format!("kubeConfig Secret {namespace}/{name}"),
+            field: field.into(),
+            message,
+        };
+        let api: Api<Secret> = Api::namespaced(self.hub_client.clone(), namespace);
+        let secret = api
+            .get_opt(name)
+            .await
+            .map_err(|e| invalid("secretRef", skewer_appliers::apply::api_message(&e)))?
+            .ok_or_else(|| invalid("secretRef.name", "no such Secret".into()))?;
+        let data = secret.data.unwrap_or_default();
+        let candidates: Vec<&str> = match key {
+            Some(k) => vec![k],
+            None => clusters::kubeconfig::DEFAULT_KEYS.to_vec(),
+        };
+        let (found, bytes) = candidates
+            .iter()
+            .find_map(|k| Some((*k, data.get(*k)?)))
+            .ok_or_else(|| {
+                invalid(
+                    "secretRef.key",
+                    format!("no key {} in the Secret", candidates.join(" or ")),
+                )
+            })?;
+        let text = std::str::from_utf8(&bytes.0)
+            .map_err(|_| invalid(found, "not UTF-8 text".into()))?;
+        let source = format!("kubeConfig Secret {namespace}/{name} key {found}");
+        let kubeconfig = clusters::kubeconfig::parse(&source, text)?;
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(&bytes.0, &mut h);
+        Ok((kubeconfig, std::hash::Hasher::finish(&h)))
+    }
+}
+
+async fn config_of(kubeconfig: Kubeconfig, cluster: &ClusterRef) -> Result<Config, TargetError> {
+    Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| TargetError::Unreachable {
+            cluster: cluster.to_string(),
+            error: e.to_string(),
+        })
 }
 
 #[cfg(test)]
@@ -107,17 +298,23 @@ mod tests {
     fn keys_read_as_where_and_who() {
         assert_eq!(TargetKey::HUB.to_string(), "the hub");
         let tenant = TargetKey {
-            cluster: Some("spoke-a".into()),
+            cluster: ClusterRef::Registered("spoke-a".into()),
             identity: Some("system:serviceaccount:team-a:deployer".into()),
         };
         assert_eq!(
             tenant.to_string(),
-            "spoke-a as system:serviceaccount:team-a:deployer"
+            "cluster 'spoke-a' as system:serviceaccount:team-a:deployer"
         );
         assert_ne!(
             tenant,
             TargetKey::HUB,
             "the same object there is another object"
         );
+        let kc = ClusterRef::KubeConfig {
+            namespace: "ns".into(),
+            name: "kc".into(),
+            key: None,
+        };
+        assert_eq!(kc.to_string(), "the cluster of kubeConfig Secret ns/kc");
     }
 }

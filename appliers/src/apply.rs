@@ -44,17 +44,37 @@ pub struct ApplyError {
     pub object: String,
     pub origin: String,
     pub message: String,
+    /// The API server refused the request as Forbidden (403): the identity applying lacks the
+    /// right. Other objects of the same stage may still be applied.
+    pub forbidden: bool,
 }
 
 impl ApplyError {
     /// An error about `m`. A Secret's values are removed from the message, whatever quoted them.
-    fn new(m: &Manifest, message: impl Into<String>) -> Self {
+    pub fn new(m: &Manifest, message: impl Into<String>) -> Self {
         Self {
             object: m.display(),
             origin: m.origin.clone(),
             message: secrets::redact(m, &message.into()),
+            forbidden: false,
         }
     }
+
+    /// The API server's error `e` about `m`, with its message.
+    fn api(m: &Manifest, e: &kube::Error) -> Self {
+        Self {
+            forbidden: matches!(e, kube::Error::Api(s) if s.code == 403),
+            ..Self::new(m, api_message(e))
+        }
+    }
+}
+
+/// What an apply that did not apply everything left: the objects applied before (or beside)
+/// the failures, and every failure.
+#[derive(Debug, Clone, Default)]
+pub struct Partial {
+    pub applied: Vec<Outcome>,
+    pub errors: Vec<ApplyError>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,14 +191,12 @@ impl Applier {
         })
     }
 
-    /// Applies a plan stage by stage. Stops at the first stage with an error and returns every
-    /// error of that stage.
-    pub async fn apply(
-        &self,
-        plan: &Plan,
-        opts: &ApplyOptions,
-    ) -> Result<Vec<Outcome>, Vec<ApplyError>> {
+    /// Applies a plan stage by stage. A stage with an error stops the stages after it, unless
+    /// every error of the stage is Forbidden (the identity lacks that right; waiting would not
+    /// give it): then the later stages are applied and the refusals reported at the end.
+    pub async fn apply(&self, plan: &Plan, opts: &ApplyOptions) -> Result<Vec<Outcome>, Partial> {
         let mut outcomes = Vec::with_capacity(plan.len());
+        let mut refused = Vec::new();
         for stage in &plan.stages {
             // Indices, not `&Planned`: a closure over borrowed items makes the future not
             // provably Send for every lifetime (rust-lang/rust#102211).
@@ -189,13 +207,25 @@ impl Applier {
                 .await;
             let (ok, errs): (Vec<_>, Vec<_>) = results.into_iter().partition(Result::is_ok);
             let errs: Vec<ApplyError> = errs.into_iter().filter_map(Result::err).collect();
-            if !errs.is_empty() {
-                return Err(errs);
-            }
             outcomes.extend(ok.into_iter().filter_map(Result::ok));
-            self.wait_for_crds(stage, opts).await.map_err(|e| vec![e])?;
+            let stop = errs.iter().any(|e| !e.forbidden);
+            refused.extend(errs);
+            if stop {
+                break;
+            }
+            if let Err(e) = self.wait_for_crds(stage, &outcomes, opts).await {
+                refused.push(e);
+                break;
+            }
         }
-        Ok(outcomes)
+        if refused.is_empty() {
+            Ok(outcomes)
+        } else {
+            Err(Partial {
+                applied: outcomes,
+                errors: refused,
+            })
+        }
     }
 
     fn api(&self, p: &Planned) -> Api<DynamicObject> {
@@ -218,7 +248,7 @@ impl Applier {
                 let exists = api
                     .get_metadata_opt(m.name())
                     .await
-                    .map_err(|e| ApplyError::new(m, api_message(&e)))?
+                    .map_err(|e| ApplyError::api(m, &e))?
                     .is_some();
                 if exists {
                     return Ok(outcome(Action::Skipped, None));
@@ -251,7 +281,7 @@ impl Applier {
                 let obj = self.recreate(&api, m, &params, opts.wait_timeout).await?;
                 Ok(outcome(Action::Recreated, Some(&obj)))
             }
-            Err(e) => Err(ApplyError::new(m, api_message(&e))),
+            Err(e) => Err(ApplyError::api(m, &e)),
         }
     }
 
@@ -286,14 +316,21 @@ impl Applier {
             .map_err(|e| ApplyError::new(m, format!("recreating: {}", api_message(&e))))
     }
 
+    /// Waits until the CRDs of `stage` that were applied (are in `applied`) are established.
     async fn wait_for_crds(
         &self,
         stage: &[Planned],
+        applied: &[Outcome],
         opts: &ApplyOptions,
     ) -> Result<(), ApplyError> {
-        let crds: Vec<&Planned> = stage
+        let crds = stage
             .iter()
-            .filter(|p| p.manifest.kind() == "CustomResourceDefinition")
+            .filter(|p| p.manifest.kind() == "CustomResourceDefinition");
+        let crds: Vec<&Planned> = crds
+            .filter(|p| {
+                let id = p.manifest.id();
+                applied.iter().rev().any(|o| o.id == id)
+            })
             .collect();
         stream::iter(crds)
             .map(Ok)

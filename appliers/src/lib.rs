@@ -17,6 +17,7 @@ pub mod order;
 pub mod patch;
 pub mod prune;
 pub mod resources;
+pub mod scope;
 pub mod secrets;
 pub mod selector;
 pub mod sync;

@@ -21,7 +21,7 @@ use std::time::Instant as Clock;
 use kube::api::PropagationPolicy;
 use tokio::time::Instant;
 
-use crate::apply::{Applier, ApplyError, ApplyOptions, Outcome, Plan};
+use crate::apply::{Applier, ApplyError, ApplyOptions, Outcome, Partial, Plan};
 use crate::health::HealthReport;
 use crate::inventory::Inventory;
 use crate::kustomize;
@@ -31,6 +31,7 @@ use crate::object::{Manifest, ObjectId};
 use crate::order::stages;
 use crate::patch::{PatchSpec, apply_patches};
 use crate::prune::{PruneReport, prune};
+use crate::scope::Scope;
 use crate::secrets;
 use crate::transform::{Owner, Transform};
 use crate::wait;
@@ -53,6 +54,9 @@ pub struct SyncRequest {
     pub deadline: Instant,
     /// The inventory recorded by the last sync (what may exist with the owner's labels).
     pub previous: Inventory,
+    /// Where on the cluster this sync may act; objects outside are refused before anything
+    /// is sent, and never pruned.
+    pub scope: Scope,
 }
 
 /// Which objects must be healthy for a sync to succeed.
@@ -74,8 +78,10 @@ pub enum SyncError {
     Plan(ApplyError),
     /// The widened inventory could not be recorded: nothing was applied.
     Record(String),
-    /// A stage failed; every error of that stage. Later stages and pruning did not run.
+    /// Objects failed to apply (the report's `applied` has what did); pruning did not run.
     Apply(Vec<ApplyError>),
+    /// Objects outside the cluster's allowed namespaces (with why): nothing was applied.
+    Scope(Vec<String>),
     /// Some stale objects could not be deleted (they stay in the inventory).
     Prune(Vec<(ObjectId, String)>),
     /// Not every checked object was healthy by the deadline.
@@ -90,6 +96,7 @@ impl SyncError {
     pub fn details(&self) -> Vec<String> {
         match self {
             SyncError::Build(m) | SyncError::Record(m) => vec![m.clone()],
+            SyncError::Scope(lines) => lines.clone(),
             SyncError::Plan(e) => vec![e.to_string()],
             SyncError::Apply(errs) => errs.iter().map(ToString::to_string).collect(),
             SyncError::Prune(failed) => failed
@@ -160,7 +167,7 @@ pub trait Cluster: Sync {
         &self,
         plan: &Plan,
         opts: &ApplyOptions,
-    ) -> impl Future<Output = Result<Vec<Outcome>, Vec<ApplyError>>> + Send;
+    ) -> impl Future<Output = Result<Vec<Outcome>, Partial>> + Send;
     fn prune(
         &self,
         stale: Vec<(ObjectId, String)>,
@@ -183,11 +190,7 @@ impl Cluster for Applier {
         Applier::plan(self, manifests, opts).await
     }
 
-    async fn apply(
-        &self,
-        plan: &Plan,
-        opts: &ApplyOptions,
-    ) -> Result<Vec<Outcome>, Vec<ApplyError>> {
+    async fn apply(&self, plan: &Plan, opts: &ApplyOptions) -> Result<Vec<Outcome>, Partial> {
         Applier::apply(self, plan, opts).await
     }
 
@@ -231,7 +234,8 @@ pub trait SyncHooks: Sync {
     fn record(&self, widened: &Inventory) -> impl Future<Output = Result<(), String>> + Send;
     /// The plan is about to be applied with `opts` (drift detection starts tracking it).
     fn applying(&self, plan: &Plan, opts: &Arc<ApplyOptions>);
-    /// Every stage applied; what each apply left.
+    /// What each apply left (every object applied, or those applied before or beside a
+    /// failure).
     fn applied(&self, outcomes: &[Outcome]);
 }
 
@@ -267,6 +271,7 @@ pub async fn run(
         health,
         deadline,
         previous,
+        scope,
     } = request;
     let mut report = SyncReport {
         inventory: previous.clone(),
@@ -292,6 +297,15 @@ pub async fn run(
     };
     report.planned = plan.len();
     phases.mark("plan");
+    let outside: Vec<String> = plan
+        .inventory
+        .entries
+        .keys()
+        .filter_map(|id| Some(format!("{}: {}", id.display(), scope.refuses(id)?)))
+        .collect();
+    if !outside.is_empty() {
+        return fail(report, phases, SyncError::Scope(outside));
+    }
 
     let takeover: BTreeSet<ObjectId> = plan
         .stages
@@ -321,14 +335,27 @@ pub async fn run(
             hooks.applied(&outcomes);
             report.applied = outcomes;
         }
-        Err(errs) => return fail(report, phases, SyncError::Apply(errs)),
+        Err(partial) => {
+            hooks.applied(&partial.applied);
+            report.applied = partial.applied;
+            return fail(report, phases, SyncError::Apply(partial.errors));
+        }
     }
     phases.mark("apply");
 
     // Prune what left the source; whatever could not be deleted stays in the inventory.
     report.inventory = plan.inventory.clone();
     if let Some(propagation) = propagation {
-        let stale = widened.stale(&plan.inventory);
+        let (stale, outside): (Vec<_>, Vec<_>) = widened
+            .stale(&plan.inventory)
+            .into_iter()
+            .partition(|(id, _)| scope.refuses(id).is_none());
+        for (id, version) in outside {
+            // Not ours to delete any more: kept, and said why.
+            let why = scope.refuses(&id).unwrap_or_default();
+            report.inventory.entries.insert(id.clone(), version);
+            report.prune_skipped.push((id, why));
+        }
         if !stale.is_empty() {
             let pruned = cluster.prune(stale, &opts, propagation).await;
             report.pruned = pruned.deleted;
@@ -518,11 +545,7 @@ mod tests {
                 let mut planned = Vec::new();
                 for mut m in stage.manifests {
                     if m.kind() == "Unknown" {
-                        return Err(ApplyError {
-                            object: m.display(),
-                            origin: m.origin.clone(),
-                            message: "no such kind".into(),
-                        });
+                        return Err(ApplyError::new(&m, "no such kind"));
                     }
                     let (group, version) = m.group_version();
                     let gvk = GroupVersionKind::gvk(group, version, m.kind());
@@ -545,22 +568,14 @@ mod tests {
             })
         }
 
-        async fn apply(
-            &self,
-            plan: &Plan,
-            _: &ApplyOptions,
-        ) -> Result<Vec<Outcome>, Vec<ApplyError>> {
+        async fn apply(&self, plan: &Plan, _: &ApplyOptions) -> Result<Vec<Outcome>, Partial> {
             let mut outcomes = Vec::new();
             for stage in &plan.stages {
                 let mut errors = Vec::new();
                 for p in stage {
                     let m = &p.manifest;
                     if self.refuse.contains(m.name()) {
-                        errors.push(ApplyError {
-                            object: m.display(),
-                            origin: m.origin.clone(),
-                            message: "refused".into(),
-                        });
+                        errors.push(ApplyError::new(m, "refused"));
                         continue;
                     }
                     self.log(format!("apply {}", m.name()));
@@ -575,7 +590,10 @@ mod tests {
                     });
                 }
                 if !errors.is_empty() {
-                    return Err(errors);
+                    return Err(Partial {
+                        applied: outcomes,
+                        errors,
+                    });
                 }
             }
             Ok(outcomes)
@@ -624,6 +642,8 @@ mod tests {
         held: BTreeMap<ObjectId, String>,
         fail_record: bool,
         recorded: Mutex<Vec<Inventory>>,
+        /// Names of the objects `applied` was told of.
+        applied: Mutex<Vec<String>>,
         fake: Option<Arc<Fake>>,
     }
 
@@ -655,7 +675,10 @@ mod tests {
 
         fn applying(&self, _: &Plan, _: &Arc<ApplyOptions>) {}
 
-        fn applied(&self, _: &[Outcome]) {}
+        fn applied(&self, outcomes: &[Outcome]) {
+            let mut applied = self.applied.lock().unwrap();
+            applied.extend(outcomes.iter().map(|o| o.id.name.clone()));
+        }
     }
 
     fn names(inv: &Inventory) -> Vec<String> {
@@ -698,6 +721,7 @@ mod tests {
             health: HealthChecks::None,
             deadline: Instant::now() + Duration::from_secs(1),
             previous: inventory(previous),
+            scope: Scope::default(),
         }
     }
 
@@ -944,6 +968,66 @@ mod tests {
             message.starts_with("10000 objects: ConfigMap/ns/c00000 (c00000.yaml#1): refused"),
             "{message}"
         );
+    }
+
+    #[tokio::test]
+    async fn objects_outside_the_scope_are_refused_before_anything_is_sent() {
+        let f = fake();
+        let mut req = request(
+            &[
+                ("a.yaml", cm("a")),
+                (
+                    "b.yaml",
+                    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b, namespace: other}\n"
+                        .to_string(),
+                ),
+            ],
+            &["old"],
+        );
+        req.scope = Scope::new(["ns".to_string()].into(), false);
+        let report = run(f.as_ref(), &hooks(&f), req).await;
+        assert!(f.lines().is_empty(), "nothing recorded or applied: {:?}", f.lines());
+        assert_eq!(
+            report.error.map(|e| e.to_string()).as_deref(),
+            Some("ConfigMap/other/b: namespace other is not allowed on this cluster (namespaces: ns)")
+        );
+        assert_eq!(names(&report.inventory), ["old"]);
+    }
+
+    #[tokio::test]
+    async fn stale_objects_outside_the_scope_are_kept_not_pruned() {
+        let f = fake();
+        let mut req = request(&[("a.yaml", cm("a"))], &[]);
+        let outside = ObjectId {
+            namespace: "other".into(),
+            ..id("gone")
+        };
+        req.previous.entries.insert(outside.clone(), "v1".into());
+        req.scope = Scope::new(["ns".to_string()].into(), false);
+        let report = run(f.as_ref(), &hooks(&f), req).await;
+        assert!(report.error.is_none(), "{:?}", report.error);
+        assert!(!f.lines().iter().any(|l| l.starts_with("delete")));
+        assert!(report.inventory.entries.contains_key(&outside));
+        assert_eq!(report.prune_skipped.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn what_applied_beside_a_failure_is_reported_and_tracked() {
+        let mut f = Fake::default();
+        f.refuse.insert("bad".into());
+        let f = Arc::new(f);
+        let h = hooks(&f);
+        let report = run(
+            f.as_ref(),
+            &h,
+            request(&[("a.yaml", cm("good")), ("b.yaml", cm("bad"))], &["old"]),
+        )
+        .await;
+        assert!(matches!(report.error, Some(SyncError::Apply(_))));
+        let applied: Vec<&str> = report.applied.iter().map(|o| o.id.name.as_str()).collect();
+        assert_eq!(applied, ["good"]);
+        assert_eq!(*h.applied.lock().unwrap(), ["good"], "drift tracks what applied");
+        assert_eq!(names(&report.inventory), ["bad", "good", "old"], "nothing pruned");
     }
 
     #[tokio::test]

@@ -48,8 +48,16 @@ pub struct KustomizationSpec {
     pub health_checks: Vec<NamespacedObjectKindReference>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<DependencyReference>,
+    /// Apply (and prune, watch, read health) as this ServiceAccount of the Kustomization's
+    /// namespace, by impersonation: never more than its RBAC allows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account_name: Option<String>,
+    /// A registered cluster (the `name` of a cluster Secret); default the hub.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    /// A cluster reached with the kubeconfig in a Secret of this namespace (Flux's field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kube_config: Option<KubeConfigReference>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_namespace: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -77,6 +85,34 @@ pub struct SourceReference {
     pub namespace: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_version: Option<String>,
+}
+
+/// Where a kubeconfig is kept (Flux's `kubeConfig`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubeConfigReference {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretKeyReference>,
+    /// Flux's workload-identity form; refused (skewer runs no cloud plugins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_ref: Option<NameReference>,
+}
+
+/// An object of the same namespace, by name.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NameReference {
+    pub name: String,
+}
+
+/// A Secret of the object's namespace and, optionally, one key of it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecretKeyReference {
+    pub name: String,
+    /// Default: `value`, else `value.yaml`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

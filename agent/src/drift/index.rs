@@ -29,8 +29,9 @@ struct OwnerState {
     target: TargetKey,
     opts: Arc<ApplyOptions>,
     ids: HashSet<ObjectId>,
-    /// The revision and generation last applied in full, and when.
-    applied: Option<(String, Option<i64>, Instant)>,
+    /// The revision and generation last applied in full, through which client of its target
+    /// (its epoch), and when.
+    applied: Option<(String, Option<i64>, u64, Instant)>,
 }
 
 /// What skewer last applied, per object and per owner (`Kind/namespace/name` of a
@@ -99,26 +100,30 @@ impl Index {
     }
 
     /// Records that `owner` applied `revision` at `generation` in full.
-    pub fn completed(&mut self, owner: &str, revision: &str, generation: Option<i64>) {
+    /// `epoch` names the target's client: one rebuilt since (new credentials, a cluster that
+    /// came back) has another, and its drift watches start with the next full apply.
+    pub fn completed(&mut self, owner: &str, revision: &str, generation: Option<i64>, epoch: u64) {
         if let Some(o) = self.owners.get_mut(owner) {
-            o.applied = Some((revision.into(), generation, Instant::now()));
+            o.applied = Some((revision.into(), generation, epoch, Instant::now()));
         }
     }
 
     /// Whether `owner`'s last full apply in this process was `revision` at `generation`,
-    /// less than `max_age` ago (when given).
+    /// through the target client of `epoch`, less than `max_age` ago (when given).
     pub fn is_applied(
         &self,
         owner: &str,
-        revision: &str,
-        generation: Option<i64>,
+        (revision, generation, epoch): (&str, Option<i64>, u64),
         max_age: Option<Duration>,
     ) -> bool {
         self.owners
             .get(owner)
             .and_then(|o| o.applied.as_ref())
-            .is_some_and(|(r, g, at)| {
-                r == revision && *g == generation && max_age.is_none_or(|m| at.elapsed() < m)
+            .is_some_and(|(r, g, e, at)| {
+                r == revision
+                    && *g == generation
+                    && *e == epoch
+                    && max_age.is_none_or(|m| at.elapsed() < m)
             })
     }
 
@@ -169,12 +174,15 @@ impl Index {
     /// have been lost): every object of that kind that skewer applied before the list began
     /// (`listed_since`) and that the list did not return was deleted meanwhile. They turn
     /// pending and come back as objects to re-apply. Objects applied after the list began may
-    /// be missing from it for no fault of theirs, and are left alone.
+    /// be missing from it for no fault of theirs, and are left alone. A watch of one
+    /// `namespace` judges only that namespace's objects.
+    #[allow(clippy::too_many_arguments)]
     pub fn missing(
         &mut self,
         target: &TargetKey,
         group: &str,
         kind: &str,
+        namespace: Option<&str>,
         listed: &HashSet<ObjectId>,
         listed_since: Instant,
     ) -> Vec<(ObjectId, Heal)> {
@@ -185,6 +193,7 @@ impl Index {
                 t == target
                     && id.group == group
                     && id.kind == kind
+                    && namespace.is_none_or(|ns| id.namespace == ns)
                     && d.seen.is_some()
                     && d.applied_at.is_some_and(|at| at < listed_since)
                     && !listed.contains(id)
@@ -218,6 +227,7 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::targets::ClusterRef;
     use kube::api::{ApiResource, GroupVersionKind};
     use serde_json::json;
     use skewer_appliers::Manifest;
@@ -254,7 +264,7 @@ mod tests {
 
     fn spoke() -> TargetKey {
         TargetKey {
-            cluster: Some("spoke".into()),
+            cluster: ClusterRef::Registered("spoke".into()),
             identity: None,
         }
     }
@@ -339,44 +349,51 @@ mod tests {
         // `c` is still being applied when the re-list starts.
         let listed_since = Instant::now();
         let listed: HashSet<ObjectId> = [a.manifest.id()].into();
-        let other_kind = idx.missing(&HUB, "apps", "ConfigMap", &listed, listed_since);
+        let other_kind = idx.missing(&HUB, "apps", "ConfigMap", None, &listed, listed_since);
         assert!(other_kind.is_empty(), "only the watched kind");
-        let gone = idx.missing(&HUB, "", "ConfigMap", &listed, listed_since);
+        let other_ns = idx.missing(&HUB, "", "ConfigMap", Some("elsewhere"), &listed, listed_since);
+        assert!(other_ns.is_empty(), "a namespace's watch judges only that namespace");
+        let gone = idx.missing(&HUB, "", "ConfigMap", None, &listed, listed_since);
         let names: Vec<&str> = gone.iter().map(|(id, _)| id.name.as_str()).collect();
         assert_eq!(names, ["b"], "a was listed, c is in flight");
         assert!(gone[0].1.why.contains("watch was down"));
         assert!(
-            idx.missing(&HUB, "", "ConfigMap", &listed, listed_since)
+            idx.missing(&HUB, "", "ConfigMap", None, &listed, listed_since)
                 .is_empty(),
             "pending until its repair is recorded"
         );
         // Applied after the list began: not in it, and not missing either.
         idx.applied(&HUB, &c.manifest.id(), Some(S1));
         assert!(
-            idx.missing(&HUB, "", "ConfigMap", &listed, listed_since)
+            idx.missing(&HUB, "", "ConfigMap", None, &listed, listed_since)
                 .is_empty()
         );
         assert!(
-            idx.missing(&spoke(), "", "ConfigMap", &HashSet::new(), Instant::now())
+            idx.missing(&spoke(), "", "ConfigMap", None, &HashSet::new(), Instant::now())
                 .is_empty()
         );
     }
 
     #[test]
-    fn applied_revision_is_tracked_per_owner() {
+    fn applied_revision_is_tracked_per_owner_and_client() {
         let mut idx = Index::default();
+        let at = |generation| ("main@sha1:1", Some(generation), 7);
         idx.begin(OWNER, &HUB, opts(), [&planned("a")]);
-        assert!(!idx.is_applied(OWNER, "main@sha1:1", Some(1), None));
-        idx.completed(OWNER, "main@sha1:1", Some(1));
-        assert!(idx.is_applied(OWNER, "main@sha1:1", Some(1), None));
-        assert!(!idx.is_applied(OWNER, "main@sha1:1", Some(2), None));
+        assert!(!idx.is_applied(OWNER, at(1), None));
+        idx.completed(OWNER, "main@sha1:1", Some(1), 7);
+        assert!(idx.is_applied(OWNER, at(1), None));
+        assert!(!idx.is_applied(OWNER, at(2), None));
         assert!(
-            !idx.is_applied(OWNER, "main@sha1:1", Some(1), Some(Duration::ZERO)),
+            !idx.is_applied(OWNER, ("main@sha1:1", Some(1), 8), None),
+            "the target's client was rebuilt: apply in full, watch again"
+        );
+        assert!(
+            !idx.is_applied(OWNER, at(1), Some(Duration::ZERO)),
             "full sync due"
         );
         idx.begin(OWNER, &HUB, opts(), [&planned("a")]);
         assert!(
-            !idx.is_applied(OWNER, "main@sha1:1", Some(1), None),
+            !idx.is_applied(OWNER, at(1), None),
             "a new apply starts afresh"
         );
     }

@@ -3,6 +3,10 @@
 //! re-applied through its target's applier. A watch that broke (an API server restart, a
 //! network cut) re-lists; what the re-list lacks was deleted meanwhile
 //! ([`super::Index::missing`]) and is re-applied as soon as the list is in.
+//!
+//! A target that may not list across its cluster (a tenant's identity, a cluster registered
+//! for some namespaces) watches each namespaced kind in each namespace it applied to; a watch
+//! the server forbids ends, and is tried again with the next full apply.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -10,6 +14,7 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject};
+use skewer_appliers::apply::Planned;
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use skewer_appliers::ObjectId;
@@ -21,17 +26,37 @@ use super::Heal;
 use crate::runtime::Context;
 use crate::targets::Target;
 
-/// Starts a watch on `target` for each kind in `resources` not watched there yet.
+/// Starts a watch on `target` for each kind (in each namespace, when the target watches per
+/// namespace) of `planned` not watched there yet.
 pub fn ensure<'a>(
     ctx: &Arc<Context>,
     target: &Arc<Target>,
-    resources: impl IntoIterator<Item = &'a ApiResource>,
+    planned: impl IntoIterator<Item = &'a Planned>,
 ) {
+    let per_namespace = target.per_namespace();
     let mut watched = target.watched.lock().unwrap_or_else(|e| e.into_inner());
-    for ar in resources {
-        let key = (ar.group.clone(), ar.version.clone(), ar.kind.clone());
-        if watched.insert(key) {
-            tokio::spawn(watch_kind(ctx.clone(), target.clone(), ar.clone()));
+    for p in planned {
+        let ar = &p.resource.resource;
+        let namespace = (per_namespace && p.resource.namespaced)
+            .then(|| p.manifest.namespace().to_string());
+        let key = (
+            ar.group.clone(),
+            ar.version.clone(),
+            ar.kind.clone(),
+            namespace.clone(),
+        );
+        if watched.insert(key.clone()) {
+            let task = watch_kind(ctx.clone(), target.clone(), ar.clone(), namespace);
+            let target = target.clone();
+            target.clone().spawn(async move {
+                task.await;
+                // Ended (forbidden): the next full apply may start it again.
+                target
+                    .watched
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&key);
+            });
         }
     }
 }
@@ -45,14 +70,24 @@ fn id_of(meta: &PartialObjectMeta<DynamicObject>, ar: &ApiResource) -> ObjectId 
     }
 }
 
-/// One metadata watch of one kind across a target's cluster.
-async fn watch_kind(ctx: Arc<Context>, target: Arc<Target>, ar: ApiResource) {
+/// One metadata watch of one kind across a target's cluster, or in one namespace of it. Ends
+/// when the server forbids it.
+async fn watch_kind(
+    ctx: Arc<Context>,
+    target: Arc<Target>,
+    ar: ApiResource,
+    namespace: Option<String>,
+) {
     // Metadata only: managedFields and generation are all drift needs. Lists are quorum
     // reads, so that a re-list after an outage shows what is really there now.
-    let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(target.client.clone(), &ar);
+    let api: Api<PartialObjectMeta<DynamicObject>> = match &namespace {
+        Some(ns) => Api::namespaced_with(target.client.clone(), ns, &ar),
+        None => Api::all_with(target.client.clone(), &ar),
+    };
     let config = crate::runtime::watch::config().labels(OWNER_NAME);
     let mut events = crate::runtime::watch::stream(api, config).boxed();
-    info!(kind = %ar.kind, group = %ar.group, target = %target.key, "watching for drift");
+    let scope = namespace.as_deref().unwrap_or("<all>");
+    info!(kind = %ar.kind, group = %ar.group, namespace = scope, target = %target.key, "watching for drift");
     // While a (re-)list is under way: when it began, and what it returned so far.
     let mut relist: Option<(Instant, HashSet<ObjectId>)> = None;
     while let Some(event) = events.next().await {
@@ -63,10 +98,14 @@ async fn watch_kind(ctx: Arc<Context>, target: Arc<Target>, ar: ApiResource) {
             }
             Ok(watcher::Event::InitDone) => {
                 if let Some((since, listed)) = relist.take() {
-                    let gone =
-                        ctx.drift
-                            .lock()
-                            .missing(&target.key, &ar.group, &ar.kind, &listed, since);
+                    let gone = ctx.drift.lock().missing(
+                        &target.key,
+                        &ar.group,
+                        &ar.kind,
+                        namespace.as_deref(),
+                        &listed,
+                        since,
+                    );
                     for (id, heal) in gone {
                         let (ctx, target) = (ctx.clone(), target.clone());
                         tokio::spawn(async move { repair(ctx, target, id, heal, true).await });
@@ -83,7 +122,10 @@ async fn watch_kind(ctx: Arc<Context>, target: Arc<Target>, ar: ApiResource) {
             }
             Ok(watcher::Event::Delete(m)) => (m, None),
             Err(e) => {
-                warn!(kind = %ar.kind, target = %target.key, error = %e, "drift watch");
+                warn!(kind = %ar.kind, namespace = scope, target = %target.key, error = %e, "drift watch");
+                if forbidden(&e) {
+                    return;
+                }
                 continue;
             }
         };
@@ -94,6 +136,15 @@ async fn watch_kind(ctx: Arc<Context>, target: Arc<Target>, ar: ApiResource) {
             let deleted = live.is_none();
             tokio::spawn(async move { repair(ctx, target, id, heal, deleted).await });
         }
+    }
+}
+
+fn forbidden(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s)) => s.code == 403,
+        watcher::Error::WatchError(s) => s.code == 403,
+        _ => false,
     }
 }
 

@@ -51,6 +51,11 @@ pub struct Settings {
     pub data_dir: std::path::PathBuf,
     /// Whether GitRepositories may name local paths (`file://`).
     pub local_sources: bool,
+    /// The ServiceAccount (of its own namespace) a Kustomization without
+    /// `serviceAccountName` impersonates; `None`: skewer's own identity.
+    pub default_service_account: Option<String>,
+    /// Whether a Kustomization may name a source (or dependency) in another namespace.
+    pub cross_namespace_refs: bool,
 }
 
 /// What every reconciler shares.
@@ -71,19 +76,23 @@ pub struct Context {
 }
 
 impl Context {
+    /// A context on the hub of `hub` (skewer's own configuration); other clusters come from
+    /// `registry`.
     pub async fn new(
-        client: Client,
+        hub: kube::Config,
+        registry: Arc<crate::clusters::Registry>,
         data_dir: &std::path::Path,
         settings: Settings,
         metrics: Arc<Metrics>,
     ) -> Result<Arc<Self>, kube::Error> {
+        let client = Client::try_from(hub.clone())?;
         let reporter = Reporter {
             controller: "skewer".into(),
             instance: std::env::var("POD_NAME").ok(),
         };
         Ok(Arc::new(Self {
             recorder: Recorder::new(client.clone(), reporter),
-            targets: Targets::new(client.clone()).await?,
+            targets: Targets::new(hub, registry).await?,
             client,
             store: Store::new(data_dir.join("artifacts")),
             git: GitFetcher::new(data_dir.join("git")),
@@ -161,7 +170,7 @@ where
 pub fn controller<K: Reconciled>(api: kube::Api<K>) -> Controller<K> {
     let (reader, writer) = reflector::store();
     // The controller backs off its trigger streams itself (`run` sets `watch::Retry`).
-    let trigger = watcher(api, watch::config())
+    let trigger = watcher(api, watch::own_kinds())
         .reflect(writer)
         .applied_objects()
         .predicate_filter(reconcile_inputs::<K>, Default::default());

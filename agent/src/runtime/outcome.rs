@@ -26,6 +26,9 @@ pub enum Reason {
     HealthCheckFailed,
     /// Another owner applies some of the same objects.
     OwnershipConflict,
+    /// The target cluster is not registered, its registration is invalid, or it cannot be
+    /// reached: retried with backoff, and nothing is pruned.
+    ClusterUnavailable,
     GitOperationFailed,
     AuthenticationFailed,
     VerificationError,
@@ -48,6 +51,7 @@ impl Reason {
             Reason::PruneFailed => "PruneFailed",
             Reason::HealthCheckFailed => "HealthCheckFailed",
             Reason::OwnershipConflict => "OwnershipConflict",
+            Reason::ClusterUnavailable => "ClusterUnavailable",
             Reason::GitOperationFailed => "GitOperationFailed",
             Reason::AuthenticationFailed => "AuthenticationFailed",
             Reason::VerificationError => "VerificationError",

@@ -24,6 +24,23 @@ pub fn config() -> watcher::Config {
     watcher::Config::default().list_semantic(watcher::ListSemantic::MostRecent)
 }
 
+static SELECTOR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Limits the watches of skewer's own kinds to objects matching `selector`
+/// (`--watch-label-selector`: one skewer per shard). Set once, before the controllers start.
+pub fn select(selector: String) {
+    let _ = SELECTOR.set(selector);
+}
+
+/// The watch configuration of skewer's own kinds: quorum lists, and the
+/// `--watch-label-selector` when one was given.
+pub fn own_kinds() -> watcher::Config {
+    match SELECTOR.get() {
+        Some(selector) => config().labels(selector),
+        None => config(),
+    }
+}
+
 /// A watch of `api` with `config`, reconnecting with [`Retry`]. (A controller's trigger
 /// streams are raw watchers: the controller backs them off, with [`Retry`] too.)
 pub fn stream<K>(

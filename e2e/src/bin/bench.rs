@@ -163,6 +163,7 @@ async fn library(s: &Setup, ns: &str) -> Result<Duration> {
         health: HealthChecks::None,
         deadline: tokio::time::Instant::now() + Duration::from_secs(60),
         previous: Default::default(),
+        scope: Default::default(),
     };
     let start = Instant::now();
     let report = skewer_appliers::sync::run(&s.applier, &Untracked, request).await;

@@ -15,7 +15,8 @@ use kube::{Resource, ResourceExt};
 use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::reflector::Store;
+use futures::StreamExt;
+use kube::runtime::reflector::{ObjectRef, Store};
 use skewer_appliers::load::normalize_path;
 use skewer_appliers::message::summarize;
 use skewer_appliers::prune::prune;
@@ -33,7 +34,7 @@ use crate::metrics::InFlight;
 use crate::ownership::Recorded;
 use crate::runtime::{self, Context, Done, Error, Failure, Reason, Reconciled, Session};
 use crate::sync::{Sync, from_status, to_status};
-use crate::targets::Target;
+use crate::targets::{ClusterRef, Target};
 
 crate::reconciled!(Kustomization, KustomizationStatus);
 
@@ -55,7 +56,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     )
     // A dependency changing (becoming Ready) reconciles its dependents.
     .watches_stream(
-        watcher(api, runtime::watch::config()).touched_objects(),
+        watcher(api, runtime::watch::own_kinds()).touched_objects(),
         move |dep: Kustomization| {
             artifacts::referring(&dependents, &dep, |ks, ns, name| {
                 ks.spec
@@ -65,6 +66,31 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
             })
         },
     );
+    // A cluster Secret added, changed or deleted: its clients are dropped (rebuilt on next
+    // use, with the new credentials), and the Kustomizations that target it reconcile.
+    let targeting = controller.store();
+    let registry_ctx = ctx.clone();
+    let changes = futures::stream::unfold(ctx.targets.registry.subscribe(), |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(name) => return Some((name, rx)),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
+    .flat_map(move |name| {
+        let cluster = ClusterRef::Registered(name);
+        registry_ctx.targets.retire(&cluster);
+        let refs: Vec<ObjectRef<Kustomization>> = targeting
+            .state()
+            .iter()
+            .filter(|ks| request::cluster(ks).as_ref() == Ok(&cluster))
+            .map(|ks| ObjectRef::from_obj(ks.as_ref()))
+            .collect();
+        futures::stream::iter(refs)
+    });
+    let controller = controller.reconcile_on(changes);
     runtime::run(ctx, controller, reconcile).await;
 }
 
@@ -74,14 +100,14 @@ struct Inventories(Store<Kustomization>);
 impl Recorded for Inventories {
     fn held(
         &self,
-        cluster: &Option<String>,
+        cluster: &ClusterRef,
         wanted: &HashSet<String>,
         except: &str,
     ) -> Vec<(String, String)> {
         let mut held = Vec::new();
         for ks in self.0.state() {
             let owner = owner_of(&ks);
-            if owner == except || request::target(&ks).cluster != *cluster {
+            if owner == except || request::cluster(&ks).as_ref() != Ok(cluster) {
                 continue;
             }
             let entries = ks
@@ -141,15 +167,20 @@ async fn apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, Erro
     }
     let mut session = Session::begin(&ctx, ks.as_ref());
     let spec_ready = request::schedule(&ks).and_then(|(schedule, timeout)| {
-        let target = ctx
-            .targets
-            .get(&request::target(&ks))
-            .map_err(|e| Failure::invalid(e.to_string()))?;
-        Ok((schedule, timeout, target))
+        request::references(&ks, &ctx.settings)?;
+        Ok((schedule, timeout, request::target(&ks, &ctx.settings)?))
     });
-    let (schedule, timeout, target) = match spec_ready {
+    let (schedule, timeout, key) = match spec_ready {
         Ok(v) => v,
         Err(f) => return session.finish(Err(f), None).await,
+    };
+    // A cluster that is missing or unreachable: retried with backoff; nothing is pruned.
+    let target = match ctx.targets.get(&key).await {
+        Ok(t) => t,
+        Err(e) => {
+            let failure = Failure::new(Reason::ClusterUnavailable, e.to_string());
+            return session.finish(Err(failure), Some(schedule)).await;
+        }
     };
     let _in_flight = InFlight::start(&ctx.metrics.reconciles_in_flight);
     let deadline = deadline_after(timeout);
@@ -233,11 +264,12 @@ async fn reconcile_sync(
     // watches: no writes, no per-object reads.
     let generation = ks.meta().generation;
     let full_sync = ctx.settings.full_sync;
+    let epoch = sync.target().epoch;
     if !requested
         && ctx
             .drift
             .lock()
-            .is_applied(&owner, &revision, generation, full_sync)
+            .is_applied(&owner, (&revision, generation, epoch), full_sync)
     {
         return Ok(applied(true));
     }
@@ -247,7 +279,8 @@ async fn reconcile_sync(
     let files = artifacts::files_under(&ctx.store, &artifact, &dir).await?;
     let artifact_ms = read.elapsed().as_millis() as u64;
     let previous = from_status(status.inventory.as_ref());
-    let request = request::build(ks, files, previous, &ctx.settings, deadline);
+    let mut request = request::build(ks, files, previous, &ctx.settings, deadline);
+    request.scope = sync.target().scope.clone();
     let report = sync.run(request).await;
     status.inventory = Some(to_status(&report.inventory));
     for id in &report.pruned {
@@ -268,7 +301,9 @@ async fn reconcile_sync(
     }
     info!(objects = report.planned, artifact_ms, phases = %report.phases, "synced {revision}");
     status.last_applied_revision = Some(revision.clone());
-    ctx.drift.lock().completed(&owner, &revision, generation);
+    ctx.drift
+        .lock()
+        .completed(&owner, &revision, generation, epoch);
     Ok(applied(false))
 }
 
@@ -337,10 +372,19 @@ async fn cleanup(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, Er
     ctx.drift.lock().forget_owner(&owner_of(&ks));
     ctx.ownership.forget(&owner_of(&ks));
     if delete && !ks.spec.suspend {
-        match ctx.targets.get(&request::target(&ks)) {
+        let target = match request::target(&ks, &ctx.settings) {
+            Ok(key) => ctx.targets.get(&key).await.map_err(|e| e.to_string()),
+            Err(f) => Err(f.message),
+        };
+        match target {
             Ok(target) => delete_inventory(&ks, &ctx, &target).await,
-            // Nothing was ever applied through a target that cannot be had.
-            Err(e) => warn!(error = %e, "nothing to prune on deletion"),
+            // The cluster is gone or unreachable: the finalizer ends anyway, and says so.
+            Err(e) => {
+                let note = format!("deleted without pruning: nothing was pruned on its cluster ({e})");
+                warn!("{note}");
+                ctx.event(ks.as_ref(), true, Reason::ClusterUnavailable, note)
+                    .await;
+            }
         }
     }
     Ok(Action::await_change())

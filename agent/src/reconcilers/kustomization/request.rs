@@ -10,6 +10,7 @@ use kube::api::PropagationPolicy;
 use skewer_appliers::apply::ApplyOptions;
 use skewer_appliers::load::SourceFile;
 use skewer_appliers::patch::{PatchSpec, Selector};
+use skewer_appliers::scope::Scope;
 use skewer_appliers::sync::{HealthChecks, SyncError, SyncRequest};
 use skewer_appliers::transform::{Owner, Transform};
 use skewer_appliers::{Inventory, ObjectId};
@@ -19,7 +20,7 @@ use crate::api::Kustomization;
 use crate::api::duration;
 use crate::reconcilers::FIELD_MANAGER;
 use crate::runtime::{Failure, Reason, Schedule, Settings};
-use crate::targets::TargetKey;
+use crate::targets::{ClusterRef, TargetKey};
 
 /// When to reconcile again, and the bound on one reconcile; each duration's error names
 /// its field.
@@ -39,17 +40,75 @@ pub fn schedule(ks: &Kustomization) -> Result<(Schedule, Duration), Failure> {
     durations().map_err(Failure::invalid)
 }
 
-/// The cluster and identity the Kustomization applies to.
-pub fn target(ks: &Kustomization) -> TargetKey {
-    TargetKey {
-        cluster: None,
-        identity: ks.spec.service_account_name.as_ref().map(|sa| {
+/// The cluster the Kustomization applies to: `spec.cluster`, `spec.kubeConfig`, or the hub.
+pub fn cluster(ks: &Kustomization) -> Result<ClusterRef, String> {
+    let spec = &ks.spec;
+    match (&spec.cluster, &spec.kube_config) {
+        (Some(_), Some(_)) => {
+            Err("spec.cluster, spec.kubeConfig: give one or the other, not both".into())
+        }
+        (Some(name), None) if name.trim().is_empty() => {
+            Err("spec.cluster: empty (name a registered cluster, or leave it out for the hub)".into())
+        }
+        (Some(name), None) => Ok(ClusterRef::Registered(name.clone())),
+        (None, Some(kc)) => match (&kc.secret_ref, &kc.config_map_ref) {
+            (_, Some(_)) => Err(
+                "spec.kubeConfig.configMapRef: cloud workload identity is not supported; use secretRef"
+                    .into(),
+            ),
+            (Some(r), None) => Ok(ClusterRef::KubeConfig {
+                namespace: ks.namespace().unwrap_or_default(),
+                name: r.name.clone(),
+                key: r.key.clone(),
+            }),
+            (None, None) => Err("spec.kubeConfig: secretRef is required".into()),
+        },
+        (None, None) => Ok(ClusterRef::Hub),
+    }
+}
+
+/// The cluster and identity the Kustomization applies to: its `serviceAccountName`, else
+/// the `--default-service-account`, impersonated; else skewer itself.
+pub fn target(ks: &Kustomization, settings: &Settings) -> Result<TargetKey, Failure> {
+    let cluster = cluster(ks).map_err(Failure::invalid)?;
+    let account = ks
+        .spec
+        .service_account_name
+        .as_ref()
+        .or(settings.default_service_account.as_ref());
+    Ok(TargetKey {
+        cluster,
+        identity: account.map(|sa| {
             format!(
                 "system:serviceaccount:{}:{sa}",
                 ks.namespace().unwrap_or_default()
             )
         }),
+    })
+}
+
+/// With `--no-cross-namespace-refs`, the source and dependencies must be in the
+/// Kustomization's own namespace.
+pub fn references(ks: &Kustomization, settings: &Settings) -> Result<(), Failure> {
+    if settings.cross_namespace_refs {
+        return Ok(());
     }
+    let own = ks.namespace().unwrap_or_default();
+    let named = std::iter::once(("spec.sourceRef.namespace", &ks.spec.source_ref.namespace))
+        .chain(
+            ks.spec
+                .depends_on
+                .iter()
+                .map(|d| ("spec.dependsOn.namespace", &d.namespace)),
+        );
+    for (field, namespace) in named {
+        if let Some(other) = namespace.as_deref().filter(|n| *n != own) {
+            return Err(Failure::invalid(format!(
+                "{field}: '{other}' is another namespace than this Kustomization's ('{own}'), and cross-namespace references are not allowed (--no-cross-namespace-refs)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Whose labels the applied objects carry.
@@ -86,6 +145,8 @@ pub fn build(
         health: health_checks(ks),
         deadline,
         previous,
+        // The target's, set by the reconciler once it has the target.
+        scope: Scope::default(),
     }
 }
 
@@ -156,7 +217,7 @@ fn health_checks(ks: &Kustomization) -> HealthChecks {
 pub fn failure(ks: &Kustomization, error: &SyncError) -> Failure {
     let reason = match error {
         SyncError::Build(_) => Reason::BuildFailed,
-        SyncError::Plan(_) | SyncError::Record(_) | SyncError::Apply(_) => {
+        SyncError::Plan(_) | SyncError::Record(_) | SyncError::Apply(_) | SyncError::Scope(_) => {
             Reason::ReconciliationFailed
         }
         SyncError::Prune(_) => Reason::PruneFailed,
@@ -196,6 +257,8 @@ mod tests {
             max_concurrent_reconciles: 4,
             data_dir: "/data".into(),
             local_sources: true,
+            default_service_account: None,
+            cross_namespace_refs: true,
         }
     }
 
@@ -285,13 +348,73 @@ mod tests {
     }
 
     #[test]
-    fn tenants_are_their_service_account() {
-        assert_eq!(target(&ks(json!({}))), TargetKey::HUB);
+    fn tenants_are_their_service_account_or_the_default_one() {
+        let s = settings();
+        assert_eq!(target(&ks(json!({})), &s).unwrap(), TargetKey::HUB);
         let tenant = ks(json!({"serviceAccountName": "deployer"}));
+        let who = |ks: &Kustomization, s: &Settings| target(ks, s).unwrap().identity;
         assert_eq!(
-            target(&tenant).identity.as_deref(),
+            who(&tenant, &s).as_deref(),
             Some("system:serviceaccount:team:deployer")
         );
+        let locked = Settings {
+            default_service_account: Some("default".into()),
+            ..settings()
+        };
+        assert_eq!(
+            who(&ks(json!({})), &locked).as_deref(),
+            Some("system:serviceaccount:team:default")
+        );
+        assert_eq!(
+            who(&tenant, &locked).as_deref(),
+            Some("system:serviceaccount:team:deployer"),
+            "its own account wins"
+        );
+    }
+
+    #[test]
+    fn clusters_are_registered_names_or_kubeconfig_secrets() {
+        assert_eq!(cluster(&ks(json!({}))), Ok(ClusterRef::Hub));
+        assert_eq!(
+            cluster(&ks(json!({"cluster": "spoke-a"}))),
+            Ok(ClusterRef::Registered("spoke-a".into()))
+        );
+        assert_eq!(
+            cluster(&ks(json!({"kubeConfig": {"secretRef": {"name": "kc"}}}))),
+            Ok(ClusterRef::KubeConfig {
+                namespace: "team".into(),
+                name: "kc".into(),
+                key: None
+            })
+        );
+        for (spec, field) in [
+            (json!({"cluster": "a", "kubeConfig": {"secretRef": {"name": "kc"}}}), "spec.cluster, spec.kubeConfig"),
+            (json!({"cluster": " "}), "spec.cluster"),
+            (json!({"kubeConfig": {"configMapRef": {"name": "x"}}}), "spec.kubeConfig.configMapRef"),
+            (json!({"kubeConfig": {}}), "spec.kubeConfig"),
+        ] {
+            let e = cluster(&ks(spec.clone())).unwrap_err();
+            assert!(e.starts_with(&format!("{field}: ")), "{spec}: {e}");
+        }
+    }
+
+    #[test]
+    fn cross_namespace_references_are_refused_when_asked() {
+        let mut spec = ks(json!({"dependsOn": [{"name": "base", "namespace": "platform"}]}));
+        assert!(references(&spec, &settings()).is_ok());
+        let strict = Settings {
+            cross_namespace_refs: false,
+            ..settings()
+        };
+        let e = references(&spec, &strict).unwrap_err();
+        assert_eq!(e.reason, Reason::InvalidSpec);
+        assert!(e.message.starts_with("spec.dependsOn.namespace: 'platform'"), "{}", e.message);
+        spec.spec.depends_on.clear();
+        spec.spec.source_ref.namespace = Some("flux-system".into());
+        let e = references(&spec, &strict).unwrap_err();
+        assert!(e.message.contains("'flux-system'") && e.message.contains("'team'"), "{}", e.message);
+        spec.spec.source_ref.namespace = Some("team".into());
+        assert!(references(&spec, &strict).is_ok(), "its own namespace, named");
     }
 
     #[test]

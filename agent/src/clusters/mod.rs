@@ -1,0 +1,253 @@
+//! The clusters skewer may apply to besides the hub: registered by Secrets labeled
+//! `skewer.dev/secret-type: cluster` or `argocd.argoproj.io/secret-type: cluster` in Argo CD's
+//! layout ([`secret`]), or named by a Kustomization's `kubeConfig.secretRef` ([`kubeconfig`]).
+//! The [`Registry`] watches the labeled Secrets and says which cluster changed, so that its
+//! clients are rebuilt (credential rotation without a restart) or dropped.
+
+pub mod kubeconfig;
+pub mod secret;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::runtime::watcher;
+use kube::{Api, Client, ResourceExt};
+use thiserror::Error;
+use tokio::sync::{broadcast, watch};
+use tracing::{info, warn};
+
+pub use secret::Registration;
+
+/// The labels that mark a cluster Secret (skewer's own, and Argo CD's), with the value
+/// `cluster`.
+pub const LABELS: [&str; 2] = ["skewer.dev/secret-type", "argocd.argoproj.io/secret-type"];
+
+/// A field of a Secret that cannot be used, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{origin}: {field}: {message}")]
+pub struct Invalid {
+    /// What it came from: `cluster Secret ns/name`, `Secret ns/name key value`.
+    pub origin: String,
+    pub field: String,
+    pub message: String,
+}
+
+/// Why a registered cluster cannot be had.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Unregistered {
+    #[error("cluster '{name}' is not registered (no Secret labeled {} or {}: cluster names it in {where_})", LABELS[0], LABELS[1])]
+    Missing { name: String, where_: String },
+    #[error("cluster '{name}' is registered by more than one Secret: {}", .secrets.join(", "))]
+    Ambiguous { name: String, secrets: Vec<String> },
+    #[error("cluster '{0}': {1}")]
+    Invalid(String, Invalid),
+    #[error("the cluster Secrets have not been listed yet: {0}")]
+    NotListed(String),
+}
+
+const ALL_LISTED: u8 = (1 << LABELS.len()) - 1;
+
+type Entry = Result<Arc<Registration>, (String, Invalid)>;
+
+/// The cluster Secrets, as last listed and watched.
+pub struct Registry {
+    /// By (label, `namespace/name` of the Secret).
+    secrets: RwLock<BTreeMap<(usize, String), Entry>>,
+    /// Namespaces watched, for messages.
+    where_: String,
+    /// Which of the two watches (bit per label) have listed at least once.
+    listed: watch::Sender<u8>,
+    /// Names of clusters whose Secret was added, changed or deleted.
+    changed: broadcast::Sender<String>,
+}
+
+impl Registry {
+    /// A registry of the Secrets in `namespace` (all namespaces when `None`); its watches start
+    /// with [`Registry::watch`].
+    pub fn new(namespace: Option<&str>) -> Arc<Self> {
+        Arc::new(Self {
+            secrets: RwLock::new(BTreeMap::new()),
+            where_: namespace.map_or_else(|| "any namespace".into(), |ns| format!("namespace {ns}")),
+            listed: watch::Sender::new(0),
+            changed: broadcast::Sender::new(256),
+        })
+    }
+
+    /// Starts the watches of both labels.
+    pub fn watch(self: &Arc<Self>, client: &Client, namespace: Option<&str>) {
+        for (i, label) in LABELS.iter().enumerate() {
+            let api: Api<Secret> = crate::runtime::scoped(client, namespace);
+            tokio::spawn(self.clone().follow(i, api, format!("{label}=cluster")));
+        }
+    }
+
+    /// Names of clusters whose registration changed, as they change.
+    pub fn subscribe(&self) -> broadcast::Receiver<String> {
+        self.changed.subscribe()
+    }
+
+    /// The registration of cluster `name`, once the Secrets have been listed.
+    pub async fn lookup(&self, name: &str) -> Result<Arc<Registration>, Unregistered> {
+        let mut listed = self.listed.subscribe();
+        let waited = tokio::time::timeout(
+            Duration::from_secs(30),
+            listed.wait_for(|bits| *bits == ALL_LISTED),
+        )
+        .await;
+        if waited.is_err() {
+            return Err(Unregistered::NotListed(format!(
+                "no list of Secrets in {} within 30s (can skewer list them?)",
+                self.where_
+            )));
+        }
+        let secrets = self.secrets.read().unwrap_or_else(|e| e.into_inner());
+        let mut found: BTreeMap<&str, &Entry> = BTreeMap::new();
+        for ((_, secret), entry) in secrets.iter() {
+            let entry_name = match entry {
+                Ok(r) => r.name.as_str(),
+                Err((n, _)) => n.as_str(),
+            };
+            if entry_name == name {
+                found.insert(secret.as_str(), entry);
+            }
+        }
+        match found.len() {
+            0 => Err(Unregistered::Missing {
+                name: name.into(),
+                where_: self.where_.clone(),
+            }),
+            1 => match found.into_values().next() {
+                Some(Ok(r)) => Ok(r.clone()),
+                Some(Err((_, e))) => Err(Unregistered::Invalid(name.into(), e.clone())),
+                None => unreachable!("one entry"),
+            },
+            _ => Err(Unregistered::Ambiguous {
+                name: name.into(),
+                secrets: found.keys().map(|s| s.to_string()).collect(),
+            }),
+        }
+    }
+
+    /// Every registration (valid or not), for `skewer get clusters`.
+    pub fn all(&self) -> Vec<Entry> {
+        let secrets = self.secrets.read().unwrap_or_else(|e| e.into_inner());
+        let mut seen = std::collections::BTreeSet::new();
+        secrets
+            .iter()
+            .filter(|((_, s), _)| seen.insert(s.clone()))
+            .map(|(_, e)| e.clone())
+            .collect()
+    }
+
+    async fn follow(self: Arc<Self>, label: usize, api: Api<Secret>, selector: String) {
+        let config = crate::runtime::watch::config().labels(&selector);
+        let mut events = crate::runtime::watch::stream(api, config).boxed();
+        let mut relist: Option<BTreeMap<(usize, String), Entry>> = None;
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(watcher::Event::Init) => relist = Some(BTreeMap::new()),
+                Ok(watcher::Event::InitApply(s)) => {
+                    if let Some(list) = &mut relist {
+                        let (key, entry) = read(label, &s);
+                        list.insert(key, entry);
+                    }
+                }
+                Ok(watcher::Event::InitDone) => {
+                    let list = relist.take().unwrap_or_default();
+                    let mut changed = Vec::new();
+                    {
+                        let mut secrets = self.secrets.write().unwrap_or_else(|e| e.into_inner());
+                        let old: Vec<(usize, String)> =
+                            secrets.keys().filter(|(l, _)| *l == label).cloned().collect();
+                        for key in old {
+                            if list.contains_key(&key) {
+                                continue;
+                            }
+                            if let Some(e) = secrets.remove(&key) {
+                                changed.push(name_of(&e));
+                            }
+                        }
+                        for (key, entry) in list {
+                            if differs(secrets.get(&key), &entry) {
+                                changed.push(name_of(&entry));
+                            }
+                            secrets.insert(key, entry);
+                        }
+                    }
+                    self.listed.send_modify(|bits| *bits |= 1 << label);
+                    self.announce(changed);
+                }
+                Ok(watcher::Event::Apply(s)) => {
+                    let (key, entry) = read(label, &s);
+                    let mut changed = vec![name_of(&entry)];
+                    {
+                        let mut secrets = self.secrets.write().unwrap_or_else(|e| e.into_inner());
+                        if let Some(old) = secrets.insert(key, entry) {
+                            changed.push(name_of(&old));
+                        }
+                    }
+                    self.announce(changed);
+                }
+                Ok(watcher::Event::Delete(s)) => {
+                    let key = (label, secret_key(&s));
+                    let removed = self
+                        .secrets
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&key);
+                    self.announce(removed.iter().map(name_of).collect());
+                }
+                Err(e) => warn!(label = LABELS[label], error = %e, "cluster Secret watch"),
+            }
+        }
+    }
+
+    fn announce(&self, mut names: Vec<String>) {
+        names.sort();
+        names.dedup();
+        for name in names {
+            info!(cluster = %name, "cluster registration changed");
+            // No receiver yet is fine: nothing was built from it.
+            let _ = self.changed.send(name);
+        }
+    }
+}
+
+fn secret_key(s: &Secret) -> String {
+    format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any())
+}
+
+fn read(label: usize, s: &Secret) -> ((usize, String), Entry) {
+    let key = secret_key(s);
+    let data: BTreeMap<String, Vec<u8>> = s
+        .data
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.0.clone()))
+        .collect();
+    let entry = secret::parse(&key, &data)
+        .map(Arc::new)
+        .map_err(|e| (secret::registered_name(&s.name_any(), &data), e));
+    if let Err((_, e)) = &entry {
+        warn!(error = %e, "invalid cluster Secret");
+    }
+    ((label, key), entry)
+}
+
+fn name_of(e: &Entry) -> String {
+    match e {
+        Ok(r) => r.name.clone(),
+        Err((n, _)) => n.clone(),
+    }
+}
+
+fn differs(old: Option<&Entry>, new: &Entry) -> bool {
+    match (old, new) {
+        (Some(Ok(a)), Ok(b)) => a.fingerprint != b.fingerprint || a.name != b.name,
+        (Some(Err(a)), Err(b)) => a != b,
+        _ => true,
+    }
+}
