@@ -26,8 +26,8 @@ SKEWER_E2E_STATE=$(mktemp -d /tmp/skewer-test.XXXXXX)
 export SKEWER_ETCD_PORT
 SKEWER_ETCD_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 trap 'bash e2e/cluster/down.sh --all >/dev/null 2>&1' EXIT
-step "starting the local cluster"
-bash e2e/cluster/up.sh hub >/dev/null
+step "starting the local clusters: a hub and two spokes on one etcd"
+for name in hub spoke-a spoke-b; do bash e2e/cluster/up.sh "$name" >/dev/null; done
 
 step "tests"
 cargo test --workspace --quiet

@@ -138,7 +138,10 @@ where
     K: Reconciled,
 {
     let store = controller.store();
-    let sources = watcher(scoped::<GitRepository>(client, namespace), watch::own_kinds());
+    let sources = watcher(
+        scoped::<GitRepository>(client, namespace),
+        watch::own_kinds(),
+    );
     controller.watches_stream(sources.touched_objects(), move |source: GitRepository| {
         referring(&store, &source, |k, ns, name| {
             uses(k, GitRepository::KIND, ns, name)

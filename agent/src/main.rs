@@ -45,6 +45,11 @@ enum Command {
         #[arg(long)]
         kustomization: Option<PathBuf>,
     },
+    /// Show what skewer manages: `skewer get clusters`.
+    Get {
+        #[command(subcommand)]
+        what: Get,
+    },
     /// Write skewer's install manifests (CRDs, RBAC, Deployment) generated from its types.
     Manifests {
         /// Directory to write into; prints to stdout when absent.
@@ -53,6 +58,35 @@ enum Command {
         #[arg(long, default_value = manifests::DEFAULT_IMAGE)]
         image: String,
     },
+}
+
+#[derive(Subcommand)]
+enum Get {
+    /// The hub and every registered cluster: server, version, reachable, how many
+    /// Kustomizations target it, last error.
+    Clusters {
+        /// Namespace of the cluster Secrets.
+        #[arg(
+            long,
+            short = 'n',
+            default_value = "skewer-system",
+            env = "SKEWER_CLUSTER_SECRET_NAMESPACE"
+        )]
+        namespace: String,
+        /// Read cluster Secrets from every namespace.
+        #[arg(long, short = 'A')]
+        all_namespaces: bool,
+        /// Output format.
+        #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Output {
+    Table,
+    Yaml,
+    Json,
 }
 
 #[derive(Args)]
@@ -139,6 +173,30 @@ async fn main() -> Result<()> {
                 kustomization.as_deref(),
             )?;
             print!("{yaml}");
+            Ok(())
+        }
+        Command::Get {
+            what:
+                Get::Clusters {
+                    namespace,
+                    all_namespaces,
+                    output,
+                },
+        } => {
+            let config = kube::Config::infer()
+                .await
+                .context("reading the cluster configuration (KUBECONFIG or in-cluster)")?;
+            let server = config.cluster_url.to_string();
+            let client = kube::Client::try_from(config).context("connecting to the hub")?;
+            let namespace = (!all_namespaces).then_some(namespace.as_str());
+            let rows = clusters::list::list(&client, server.trim_end_matches('/'), namespace)
+                .await
+                .context("listing cluster Secrets")?;
+            match output {
+                Output::Table => print!("{}", clusters::list::table(&rows)),
+                Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+                Output::Yaml => print!("{}", serde_saphyr::to_string(&rows)?),
+            }
             Ok(())
         }
         Command::Manifests { out, image } => {

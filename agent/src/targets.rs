@@ -9,10 +9,9 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::Kubeconfig;
 use kube::{Api, Client, Config};
 use skewer_appliers::apply::Applier;
 use skewer_appliers::scope::Scope;
@@ -132,10 +131,18 @@ impl Target {
 
     /// Stops its watches: its credentials changed or its cluster left.
     fn retire(&self) {
-        for t in self.tasks.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+        for t in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
             t.abort();
         }
-        self.watched.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.watched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 }
 
@@ -148,9 +155,6 @@ pub enum TargetError {
     #[error("{cluster}: {error}")]
     Unreachable { cluster: String, error: String },
 }
-
-/// How long connecting to a cluster may take before it counts as unreachable.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The targets, each built once per registration.
 pub struct Targets {
@@ -180,11 +184,17 @@ impl Targets {
         if *key == TargetKey::HUB {
             return Ok(self.hub.clone());
         }
-        let (mut config, scope, fingerprint) = match &key.cluster {
+        let unreachable = |error: String| TargetError::Unreachable {
+            cluster: key.cluster.to_string(),
+            error,
+        };
+        let (config, scope, fingerprint) = match &key.cluster {
             ClusterRef::Hub => (self.hub_config.clone(), Scope::default(), 0),
             ClusterRef::Registered(name) => {
                 let r = self.registry.lookup(name).await?;
-                let config = config_of(r.kubeconfig.clone(), &key.cluster).await?;
+                let config = clusters::config(r.kubeconfig.clone())
+                    .await
+                    .map_err(unreachable)?;
                 (config, r.scope.clone(), r.fingerprint)
             }
             ClusterRef::KubeConfig {
@@ -192,25 +202,20 @@ impl Targets {
                 name,
                 key: data_key,
             } => {
-                let (kubeconfig, fingerprint) =
-                    self.read_kubeconfig(namespace, name, data_key.as_deref()).await?;
-                let config = config_of(kubeconfig, &key.cluster).await?;
+                let (kubeconfig, fingerprint) = self
+                    .read_kubeconfig(namespace, name, data_key.as_deref())
+                    .await?;
+                let config = clusters::config(kubeconfig).await.map_err(unreachable)?;
                 (config, Scope::default(), fingerprint)
             }
         };
         if let Some(t) = self.cached(key).filter(|t| t.fingerprint == fingerprint) {
             return Ok(t);
         }
-        config.auth_info.impersonate = key.identity.clone();
-        config.connect_timeout = Some(CONNECT_TIMEOUT);
-        let unreachable = |e: kube::Error| TargetError::Unreachable {
-            cluster: key.cluster.to_string(),
-            error: skewer_appliers::apply::api_message(&e),
-        };
-        let client = Client::try_from(config).map_err(unreachable)?;
+        let client = clusters::client(config, key.identity.clone()).map_err(unreachable)?;
         let target = Target::connect(key.clone(), client, scope, fingerprint)
             .await
-            .map_err(unreachable)?;
+            .map_err(|e| unreachable(skewer_appliers::apply::api_message(&e)))?;
         let target = Arc::new(target);
         let replaced = self
             .built
@@ -271,23 +276,14 @@ impl Targets {
                     format!("no key {} in the Secret", candidates.join(" or ")),
                 )
             })?;
-        let text = std::str::from_utf8(&bytes.0)
-            .map_err(|_| invalid(found, "not UTF-8 text".into()))?;
+        let text =
+            std::str::from_utf8(&bytes.0).map_err(|_| invalid(found, "not UTF-8 text".into()))?;
         let source = format!("kubeConfig Secret {namespace}/{name} key {found}");
         let kubeconfig = clusters::kubeconfig::parse(&source, text)?;
         let mut h = std::collections::hash_map::DefaultHasher::new();
         std::hash::Hash::hash(&bytes.0, &mut h);
         Ok((kubeconfig, std::hash::Hasher::finish(&h)))
     }
-}
-
-async fn config_of(kubeconfig: Kubeconfig, cluster: &ClusterRef) -> Result<Config, TargetError> {
-    Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| TargetError::Unreachable {
-            cluster: cluster.to_string(),
-            error: e.to_string(),
-        })
 }
 
 #[cfg(test)]

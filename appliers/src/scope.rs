@@ -52,8 +52,12 @@ impl Scope {
                 format!("cluster-scoped objects are not allowed on this cluster ({self})")
             });
         }
-        (!allowed.contains(&id.namespace))
-            .then(|| format!("namespace {} is not allowed on this cluster ({self})", id.namespace))
+        (!allowed.contains(&id.namespace)).then(|| {
+            format!(
+                "namespace {} is not allowed on this cluster ({self})",
+                id.namespace
+            )
+        })
     }
 }
 

@@ -986,10 +986,16 @@ mod tests {
         );
         req.scope = Scope::new(["ns".to_string()].into(), false);
         let report = run(f.as_ref(), &hooks(&f), req).await;
-        assert!(f.lines().is_empty(), "nothing recorded or applied: {:?}", f.lines());
+        assert!(
+            f.lines().is_empty(),
+            "nothing recorded or applied: {:?}",
+            f.lines()
+        );
         assert_eq!(
             report.error.map(|e| e.to_string()).as_deref(),
-            Some("ConfigMap/other/b: namespace other is not allowed on this cluster (namespaces: ns)")
+            Some(
+                "ConfigMap/other/b: namespace other is not allowed on this cluster (namespaces: ns)"
+            )
         );
         assert_eq!(names(&report.inventory), ["old"]);
     }
@@ -1026,8 +1032,16 @@ mod tests {
         assert!(matches!(report.error, Some(SyncError::Apply(_))));
         let applied: Vec<&str> = report.applied.iter().map(|o| o.id.name.as_str()).collect();
         assert_eq!(applied, ["good"]);
-        assert_eq!(*h.applied.lock().unwrap(), ["good"], "drift tracks what applied");
-        assert_eq!(names(&report.inventory), ["bad", "good", "old"], "nothing pruned");
+        assert_eq!(
+            *h.applied.lock().unwrap(),
+            ["good"],
+            "drift tracks what applied"
+        );
+        assert_eq!(
+            names(&report.inventory),
+            ["bad", "good", "old"],
+            "nothing pruned"
+        );
     }
 
     #[tokio::test]

@@ -49,6 +49,11 @@ if [ -z "$port" ]; then
 fi
 
 [ -f "$state/sa.key" ] || openssl genrsa -out "$state/sa.key" 2048 2>/dev/null
+# A client CA, so tests can mint client certificates (CN: user, O: group) with openssl.
+if [ ! -f "$state/client-ca.crt" ]; then
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=skewer-e2e-client-ca-$name" \
+    -keyout "$state/client-ca.key" -out "$state/client-ca.crt" 2>/dev/null
+fi
 [ -f "$state/admin.token" ] || head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$state/admin.token"
 admin=$(cat "$state/admin.token")
 # An admin; skewer's own identity (so the audit log tells its requests apart); and a user
@@ -60,7 +65,7 @@ log "starting kube-apiserver on 127.0.0.1:$port"
 "$bin/kube-apiserver" \
   --etcd-servers "http://127.0.0.1:$etcd_port" --etcd-prefix "/cluster-$name" \
   --bind-address 127.0.0.1 --secure-port "$port" --cert-dir "$state/certs" \
-  --token-auth-file "$state/tokens.csv" --authorization-mode RBAC \
+  --token-auth-file "$state/tokens.csv" --client-ca-file "$state/client-ca.crt" --authorization-mode RBAC \
   --service-account-key-file "$state/sa.key" --service-account-signing-key-file "$state/sa.key" \
   --service-account-issuer https://kubernetes.default.svc --service-cluster-ip-range 10.96.0.0/16 \
   --enable-priority-and-fairness=false --max-requests-inflight 1000 --max-mutating-requests-inflight 500 \

@@ -89,6 +89,69 @@ pub fn stop_cluster(name: &str) -> Result<()> {
     .map(|_| ())
 }
 
+/// The `server` URL of a kubeconfig.
+pub fn server_url(kubeconfig: &Path) -> Result<String> {
+    Ok(format!("https://{}", server_addr(kubeconfig)?))
+}
+
+/// The `certificate-authority-data` (base64 of PEM) of a kubeconfig.
+pub fn server_ca(kubeconfig: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(kubeconfig)?;
+    text.lines()
+        .find_map(|l| l.trim_start().strip_prefix("certificate-authority-data: "))
+        .map(|s| s.trim().to_string())
+        .context("no certificate-authority-data in kubeconfig")
+}
+
+/// A client certificate and key (PEM) for user `cn` in group `group` (when given), signed by
+/// the client CA of the cluster of `kubeconfig` (see `e2e/cluster/up.sh`).
+pub fn client_cert(kubeconfig: &Path, cn: &str, group: Option<&str>) -> Result<(String, String)> {
+    let state = kubeconfig.parent().context("state directory")?;
+    let dir = tempfile::tempdir()?;
+    let (key, csr, crt) = (
+        dir.path().join("c.key"),
+        dir.path().join("c.csr"),
+        dir.path().join("c.crt"),
+    );
+    let subject = match group {
+        Some(g) => format!("/O={g}/CN={cn}"),
+        None => format!("/CN={cn}"),
+    };
+    run(Command::new("openssl")
+        .args([
+            "req", "-new", "-newkey", "rsa:2048", "-nodes", "-subj", &subject, "-keyout",
+        ])
+        .arg(&key)
+        .arg("-out")
+        .arg(&csr))?;
+    // Extensions make it X.509 v3: rustls refuses v1 certificates.
+    let ext = dir.path().join("ext");
+    std::fs::write(
+        &ext,
+        "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n",
+    )?;
+    run(Command::new("openssl")
+        .args(["x509", "-req", "-days", "2", "-extfile"])
+        .arg(&ext)
+        .arg("-in")
+        .arg(&csr)
+        .arg("-CA")
+        .arg(state.join("client-ca.crt"))
+        .arg("-CAkey")
+        .arg(state.join("client-ca.key"))
+        .args(["-CAcreateserial", "-CAserial"])
+        .arg(dir.path().join("serial"))
+        .arg("-out")
+        .arg(&crt))?;
+    Ok((std::fs::read_to_string(crt)?, std::fs::read_to_string(key)?))
+}
+
+/// Base64 (standard, padded) of `data`.
+pub fn base64(data: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(data)
+}
+
 /// Installs skewer's CRDs (from `deploy/`) into a cluster and waits until they are served.
 pub fn install_crds(kubeconfig: &Path) -> Result<()> {
     run(kubectl(kubeconfig)
@@ -164,13 +227,21 @@ pub struct Audited {
 }
 
 /// Requests by `user` in `namespace` that the hub's audit log has recorded so far (the API
-/// server writes the log before it responds).
+/// server writes the log before it responds). A request made while impersonating `user`
+/// counts as `user`'s.
 pub fn audited(user: &str, namespace: &str) -> Result<Vec<Audited>> {
     let log = std::fs::read_to_string(hub().with_file_name("audit.log"))?;
     Ok(log
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|e| e["user"]["username"] == user && e["objectRef"]["namespace"] == namespace)
+        .filter(|e| {
+            let who = if e["impersonatedUser"].is_object() {
+                &e["impersonatedUser"]["username"]
+            } else {
+                &e["user"]["username"]
+            };
+            who == user && e["objectRef"]["namespace"] == namespace
+        })
         .map(|e| {
             let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
             Audited {
@@ -194,10 +265,20 @@ pub fn kc(args: &[&str]) -> Result<String> {
     run(kubectl(hub()).args(args))
 }
 
+/// Runs kubectl against the cluster of `kubeconfig` and returns stdout.
+pub fn kc_on(kubeconfig: &Path, args: &[&str]) -> Result<String> {
+    run(kubectl(kubeconfig).args(args))
+}
+
 /// Applies a YAML document to the hub.
 pub fn kc_apply(yaml: &str) -> Result<()> {
+    apply_to(hub(), yaml)
+}
+
+/// Applies a YAML document to the cluster of `kubeconfig`.
+pub fn apply_to(kubeconfig: &Path, yaml: &str) -> Result<()> {
     use std::io::Write;
-    let mut child = kubectl(hub())
+    let mut child = kubectl(kubeconfig)
         .args(["apply", "-f", "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -304,7 +385,7 @@ pub struct Skewer {
 }
 
 impl Skewer {
-    /// Starts skewer watching only `namespace`.
+    /// Starts skewer watching only `namespace` (every namespace when empty).
     pub fn start(namespace: &str) -> Result<Self> {
         Self::start_with(namespace, &[])
     }
@@ -321,6 +402,21 @@ impl Skewer {
     /// Starts skewer against the cluster of `kubeconfig`, watching `namespace`.
     pub fn start_on(kubeconfig: &Path, namespace: &str, extra: &[&str]) -> Result<Self> {
         Self::launch(skewer_bin(), kubeconfig, namespace, extra)
+    }
+
+    /// Starts skewer watching every namespace for objects labeled `selector`, with its lease
+    /// and cluster Secrets in `home` (so tests in parallel do not see each other).
+    pub fn start_cluster_wide(selector: &str, home: &str, extra: &[&str]) -> Result<Self> {
+        let mut args = vec![
+            "--watch-label-selector",
+            selector,
+            "--leader-election-namespace",
+            home,
+            "--cluster-secret-namespace",
+            home,
+        ];
+        args.extend_from_slice(extra);
+        Self::launch(skewer_bin(), &skewer_kubeconfig(), "", &args)
     }
 
     fn launch(bin: &Path, kubeconfig: &Path, namespace: &str, extra: &[&str]) -> Result<Self> {
@@ -364,8 +460,15 @@ impl Skewer {
             .create(true)
             .append(true)
             .open(log)?;
+        let watched: &[&str] = if namespace.is_empty() {
+            &[]
+        } else {
+            &["--namespace", namespace]
+        };
         Ok(Command::new(bin)
-            .args(["run", "--namespace", namespace, "--data-dir"])
+            .arg("run")
+            .args(watched)
+            .arg("--data-dir")
             .arg(data)
             .args(extra)
             .env("KUBECONFIG", kubeconfig)

@@ -29,13 +29,23 @@ pub fn parse(source: &str, yaml: &str) -> Result<Kubeconfig, Invalid> {
         .iter()
         .find(|c| c.name == current)
         .and_then(|c| c.context.clone())
-        .ok_or_else(|| invalid("current-context", format!("context '{current}' is not defined")))?;
+        .ok_or_else(|| {
+            invalid(
+                "current-context",
+                format!("context '{current}' is not defined"),
+            )
+        })?;
     let cluster = config
         .clusters
         .iter()
         .find(|c| c.name == context.cluster)
         .and_then(|c| c.cluster.clone())
-        .ok_or_else(|| invalid("clusters", format!("cluster '{}' is not defined", context.cluster)))?;
+        .ok_or_else(|| {
+            invalid(
+                "clusters",
+                format!("cluster '{}' is not defined", context.cluster),
+            )
+        })?;
     let user_name = context.user.clone().unwrap_or_default();
     let user = config
         .auth_infos
@@ -44,15 +54,51 @@ pub fn parse(source: &str, yaml: &str) -> Result<Kubeconfig, Invalid> {
         .and_then(|u| u.auth_info.clone())
         .ok_or_else(|| invalid("users", format!("user '{user_name}' is not defined")))?;
     let refused = [
-        (user.exec.is_some(), "users.user.exec", "exec plugins are not run by skewer"),
-        (user.auth_provider.is_some(), "users.user.auth-provider", "auth-provider plugins are not run by skewer"),
-        (user.token_file.is_some(), "users.user.tokenFile", "files are not read: use token"),
-        (user.client_certificate.is_some(), "users.user.client-certificate", "files are not read: use client-certificate-data"),
-        (user.client_key.is_some(), "users.user.client-key", "files are not read: use client-key-data"),
-        (user.impersonate.is_some(), "users.user.as", "impersonation comes from spec.serviceAccountName"),
-        (cluster.certificate_authority.is_some(), "clusters.cluster.certificate-authority", "files are not read: use certificate-authority-data"),
-        (cluster.proxy_url.is_some(), "clusters.cluster.proxy-url", "proxies are not supported"),
-        (cluster.server.is_none(), "clusters.cluster.server", "required"),
+        (
+            user.exec.is_some(),
+            "users.user.exec",
+            "exec plugins are not run by skewer",
+        ),
+        (
+            user.auth_provider.is_some(),
+            "users.user.auth-provider",
+            "auth-provider plugins are not run by skewer",
+        ),
+        (
+            user.token_file.is_some(),
+            "users.user.tokenFile",
+            "files are not read: use token",
+        ),
+        (
+            user.client_certificate.is_some(),
+            "users.user.client-certificate",
+            "files are not read: use client-certificate-data",
+        ),
+        (
+            user.client_key.is_some(),
+            "users.user.client-key",
+            "files are not read: use client-key-data",
+        ),
+        (
+            user.impersonate.is_some(),
+            "users.user.as",
+            "impersonation comes from spec.serviceAccountName",
+        ),
+        (
+            cluster.certificate_authority.is_some(),
+            "clusters.cluster.certificate-authority",
+            "files are not read: use certificate-authority-data",
+        ),
+        (
+            cluster.proxy_url.is_some(),
+            "clusters.cluster.proxy-url",
+            "proxies are not supported",
+        ),
+        (
+            cluster.server.is_none(),
+            "clusters.cluster.server",
+            "required",
+        ),
     ];
     if let Some((_, field, why)) = refused.iter().find(|(bad, ..)| *bad) {
         return Err(invalid(field, (*why).into()));
@@ -77,15 +123,45 @@ mod tests {
     #[test]
     fn plugins_and_files_are_refused_by_name() {
         for (from, to, field) in [
-            ("user: {token: abc}", "user: {exec: {command: aws, apiVersion: client.authentication.k8s.io/v1}}", "users.user.exec"),
-            ("user: {token: abc}", "user: {auth-provider: {name: gcp}}", "users.user.auth-provider"),
-            ("user: {token: abc}", "user: {tokenFile: /var/run/token}", "users.user.tokenFile"),
-            ("insecure-skip-tls-verify: true", "certificate-authority: /ca.crt", "clusters.cluster.certificate-authority"),
-            ("current-context: ctx", "current-context: other", "current-context"),
+            (
+                "user: {token: abc}",
+                "user: {exec: {command: aws, apiVersion: client.authentication.k8s.io/v1}}",
+                "users.user.exec",
+            ),
+            (
+                "user: {token: abc}",
+                "user: {auth-provider: {name: gcp}}",
+                "users.user.auth-provider",
+            ),
+            (
+                "user: {token: abc}",
+                "user: {tokenFile: /var/run/token}",
+                "users.user.tokenFile",
+            ),
+            (
+                "insecure-skip-tls-verify: true",
+                "certificate-authority: /ca.crt",
+                "clusters.cluster.certificate-authority",
+            ),
+            (
+                "current-context: ctx",
+                "current-context: other",
+                "current-context",
+            ),
         ] {
-            let e = parse("Secret ns/kc key value", &GOOD.replace(from, to)).unwrap_err().to_string();
-            assert!(e.starts_with(&format!("Secret ns/kc key value: {field}: ")), "{e}");
+            let e = parse("Secret ns/kc key value", &GOOD.replace(from, to))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with(&format!("Secret ns/kc key value: {field}: ")),
+                "{e}"
+            );
         }
-        assert!(parse("s", "{{").unwrap_err().to_string().contains("kubeconfig"));
+        assert!(
+            parse("s", "{{")
+                .unwrap_err()
+                .to_string()
+                .contains("kubeconfig")
+        );
     }
 }

@@ -5,6 +5,7 @@
 //! clients are rebuilt (credential rotation without a restart) or dropped.
 
 pub mod kubeconfig;
+pub mod list;
 pub mod secret;
 
 use std::collections::BTreeMap;
@@ -50,6 +51,24 @@ pub enum Unregistered {
 
 const ALL_LISTED: u8 = (1 << LABELS.len()) - 1;
 
+/// How long connecting to a cluster may take before it counts as unreachable.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The client configuration of a kubeconfig (its certificates decoded).
+pub async fn config(kubeconfig: kube::config::Kubeconfig) -> Result<kube::Config, String> {
+    kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// A client of `config`, impersonating `identity` when given, that gives up connecting after
+/// [`CONNECT_TIMEOUT`].
+pub fn client(mut config: kube::Config, identity: Option<String>) -> Result<Client, String> {
+    config.auth_info.impersonate = identity;
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    Client::try_from(config).map_err(|e| e.to_string())
+}
+
 type Entry = Result<Arc<Registration>, (String, Invalid)>;
 
 /// The cluster Secrets, as last listed and watched.
@@ -70,7 +89,8 @@ impl Registry {
     pub fn new(namespace: Option<&str>) -> Arc<Self> {
         Arc::new(Self {
             secrets: RwLock::new(BTreeMap::new()),
-            where_: namespace.map_or_else(|| "any namespace".into(), |ns| format!("namespace {ns}")),
+            where_: namespace
+                .map_or_else(|| "any namespace".into(), |ns| format!("namespace {ns}")),
             listed: watch::Sender::new(0),
             changed: broadcast::Sender::new(256),
         })
@@ -160,8 +180,11 @@ impl Registry {
                     let mut changed = Vec::new();
                     {
                         let mut secrets = self.secrets.write().unwrap_or_else(|e| e.into_inner());
-                        let old: Vec<(usize, String)> =
-                            secrets.keys().filter(|(l, _)| *l == label).cloned().collect();
+                        let old: Vec<(usize, String)> = secrets
+                            .keys()
+                            .filter(|(l, _)| *l == label)
+                            .cloned()
+                            .collect();
                         for key in old {
                             if list.contains_key(&key) {
                                 continue;

@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 
 use base64::Engine as _;
-use kube::config::{AuthInfo, Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext};
+use kube::config::{
+    AuthInfo, Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext,
+};
 use serde_json::{Map, Value};
 use skewer_appliers::scope::Scope;
 
@@ -110,10 +112,14 @@ pub fn parse(secret: &str, data: &BTreeMap<String, Vec<u8>>) -> Result<Registrat
             ));
         }
     };
-    let config = text("config")?
-        .ok_or_else(|| invalid("config", "required (a JSON object with the credentials)".into()))?;
-    let config: Value = serde_json::from_str(&config)
-        .map_err(|e| invalid("config", format!("not JSON: {e}")))?;
+    let config = text("config")?.ok_or_else(|| {
+        invalid(
+            "config",
+            "required (a JSON object with the credentials)".into(),
+        )
+    })?;
+    let config: Value =
+        serde_json::from_str(&config).map_err(|e| invalid("config", format!("not JSON: {e}")))?;
     let Value::Object(config) = config else {
         return Err(invalid("config", "not a JSON object".into()));
     };
@@ -158,7 +164,10 @@ pub fn single(name: &str, cluster: Cluster, user: AuthInfo) -> Kubeconfig {
 
 type FieldError = (String, String);
 
-fn connection(server: &str, config: &Map<String, Value>) -> Result<(Cluster, AuthInfo), FieldError> {
+fn connection(
+    server: &str,
+    config: &Map<String, Value>,
+) -> Result<(Cluster, AuthInfo), FieldError> {
     let err = |field: &str, message: &str| (field.to_string(), message.to_string());
     let mut cluster = Cluster {
         server: Some(server.into()),
@@ -243,7 +252,8 @@ fn pem(field: &str, value: &Value) -> Result<String, FieldError> {
     let decoded = base64::engine::general_purpose::STANDARD
         .decode(s.trim())
         .map_err(|_| (field.to_string(), "not base64".to_string()))?;
-    if !decoded.starts_with(b"-----BEGIN") && !decoded.trim_ascii_start().starts_with(b"-----BEGIN") {
+    if !decoded.starts_with(b"-----BEGIN") && !decoded.trim_ascii_start().starts_with(b"-----BEGIN")
+    {
         return Err((field.into(), "not base64 of a PEM block".into()));
     }
     Ok(s.trim().to_string())
@@ -267,7 +277,9 @@ mod tests {
     }
 
     fn err(pairs: &[(&str, &str)]) -> String {
-        parse("skewer-system/c", &data(pairs)).unwrap_err().to_string()
+        parse("skewer-system/c", &data(pairs))
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]
@@ -290,7 +302,10 @@ mod tests {
         assert_eq!(r.name, "vcluster-team-a");
         assert!(r.scope.is_whole_cluster());
         let cluster = r.kubeconfig.clusters[0].cluster.as_ref().unwrap();
-        assert_eq!(cluster.certificate_authority_data.as_deref(), Some(b64(PEM).as_str()));
+        assert_eq!(
+            cluster.certificate_authority_data.as_deref(),
+            Some(b64(PEM).as_str())
+        );
         assert_eq!(cluster.insecure_skip_tls_verify, Some(false));
         let user = r.kubeconfig.auth_infos[0].auth_info.as_ref().unwrap();
         assert!(user.client_certificate_data.is_some() && user.client_key_data.is_some());
@@ -314,20 +329,38 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.name, "spoke-a-secret", "no name field: the Secret's name");
-        assert_eq!(r.scope.to_string(), "namespaces: a, b; cluster-scoped objects allowed");
-        assert!(!format!("{r:?}").contains("s3cret"), "the token is not in Debug output");
+        assert_eq!(
+            r.scope.to_string(),
+            "namespaces: a, b; cluster-scoped objects allowed"
+        );
+        assert!(
+            !format!("{r:?}").contains("s3cret"),
+            "the token is not in Debug output"
+        );
     }
 
     #[test]
     fn what_cannot_be_honoured_is_refused_by_name() {
         let server = ("server", "https://x:443");
         for (config, field) in [
-            (r#"{"execProviderConfig": {"command": "aws"}}"#, "config.execProviderConfig"),
-            (r#"{"awsAuthConfig": {"clusterName": "x"}}"#, "config.awsAuthConfig"),
+            (
+                r#"{"execProviderConfig": {"command": "aws"}}"#,
+                "config.execProviderConfig",
+            ),
+            (
+                r#"{"awsAuthConfig": {"clusterName": "x"}}"#,
+                "config.awsAuthConfig",
+            ),
             (r#"{"proxyUrl": "http://p"}"#, "config.proxyUrl"),
             (r#"{"bearerToken": "t", "colour": 1}"#, "config.colour"),
-            (r#"{"tlsClientConfig": {"caFile": "/x"}}"#, "config.tlsClientConfig.caFile"),
-            (r#"{"tlsClientConfig": {"caData": "!!"}}"#, "config.tlsClientConfig.caData"),
+            (
+                r#"{"tlsClientConfig": {"caFile": "/x"}}"#,
+                "config.tlsClientConfig.caFile",
+            ),
+            (
+                r#"{"tlsClientConfig": {"caData": "!!"}}"#,
+                "config.tlsClientConfig.caData",
+            ),
             (r#"{"username": "u"}"#, "config.password"),
             ("{}", "config.bearerToken"),
         ] {
@@ -339,7 +372,14 @@ mod tests {
         }
         assert!(err(&[("config", "{}")]).contains(": server: required"));
         assert!(err(&[server, ("config", "[1]")]).contains("config: not a JSON object"));
-        assert!(err(&[server, ("config", "{\"bearerToken\": \"t\"}"), ("clusterResources", "yes")]).contains("clusterResources: 'yes'"));
+        assert!(
+            err(&[
+                server,
+                ("config", "{\"bearerToken\": \"t\"}"),
+                ("clusterResources", "yes")
+            ])
+            .contains("clusterResources: 'yes'")
+        );
         assert!(err(&[server, ("config", "{}"), ("extra", "1")]).contains(": extra: unknown key"));
         assert!(err(&[("server", "ftp://x"), ("config", "{}")]).contains("not an http(s) URL"));
     }

@@ -351,8 +351,18 @@ mod tests {
         let listed: HashSet<ObjectId> = [a.manifest.id()].into();
         let other_kind = idx.missing(&HUB, "apps", "ConfigMap", None, &listed, listed_since);
         assert!(other_kind.is_empty(), "only the watched kind");
-        let other_ns = idx.missing(&HUB, "", "ConfigMap", Some("elsewhere"), &listed, listed_since);
-        assert!(other_ns.is_empty(), "a namespace's watch judges only that namespace");
+        let other_ns = idx.missing(
+            &HUB,
+            "",
+            "ConfigMap",
+            Some("elsewhere"),
+            &listed,
+            listed_since,
+        );
+        assert!(
+            other_ns.is_empty(),
+            "a namespace's watch judges only that namespace"
+        );
         let gone = idx.missing(&HUB, "", "ConfigMap", None, &listed, listed_since);
         let names: Vec<&str> = gone.iter().map(|(id, _)| id.name.as_str()).collect();
         assert_eq!(names, ["b"], "a was listed, c is in flight");
@@ -369,8 +379,15 @@ mod tests {
                 .is_empty()
         );
         assert!(
-            idx.missing(&spoke(), "", "ConfigMap", None, &HashSet::new(), Instant::now())
-                .is_empty()
+            idx.missing(
+                &spoke(),
+                "",
+                "ConfigMap",
+                None,
+                &HashSet::new(),
+                Instant::now()
+            )
+            .is_empty()
         );
     }
 

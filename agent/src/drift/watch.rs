@@ -14,10 +14,10 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject};
-use skewer_appliers::apply::Planned;
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use skewer_appliers::ObjectId;
+use skewer_appliers::apply::Planned;
 use skewer_appliers::drift::Seen;
 use skewer_appliers::transform::OWNER_NAME;
 use tracing::{info, warn};
@@ -37,8 +37,8 @@ pub fn ensure<'a>(
     let mut watched = target.watched.lock().unwrap_or_else(|e| e.into_inner());
     for p in planned {
         let ar = &p.resource.resource;
-        let namespace = (per_namespace && p.resource.namespaced)
-            .then(|| p.manifest.namespace().to_string());
+        let namespace =
+            (per_namespace && p.resource.namespaced).then(|| p.manifest.namespace().to_string());
         let key = (
             ar.group.clone(),
             ar.version.clone(),

@@ -14,8 +14,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use std::collections::{BTreeMap, HashSet};
 
-use k8s_openapi::api::core::v1::ObjectReference;
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::reflector::{ObjectRef, Store};
 use skewer_appliers::load::normalize_path;
 use skewer_appliers::message::summarize;
@@ -297,7 +297,13 @@ async fn reconcile_sync(
                 warn!(revision = %revision, "{line}");
             }
         }
-        return Err(request::failure(ks, e));
+        let mut failure = request::failure(ks, e);
+        let cluster = &sync.target().key.cluster;
+        if *cluster != ClusterRef::Hub {
+            // Which cluster refused, or could not be reached.
+            failure.message = format!("{cluster}: {}", failure.message);
+        }
+        return Err(failure);
     }
     info!(objects = report.planned, artifact_ms, phases = %report.phases, "synced {revision}");
     status.last_applied_revision = Some(revision.clone());
@@ -380,7 +386,8 @@ async fn cleanup(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, Er
             Ok(target) => delete_inventory(&ks, &ctx, &target).await,
             // The cluster is gone or unreachable: the finalizer ends anyway, and says so.
             Err(e) => {
-                let note = format!("deleted without pruning: nothing was pruned on its cluster ({e})");
+                let note =
+                    format!("deleted without pruning: nothing was pruned on its cluster ({e})");
                 warn!("{note}");
                 ctx.event(ks.as_ref(), true, Reason::ClusterUnavailable, note)
                     .await;

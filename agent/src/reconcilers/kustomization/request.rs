@@ -94,13 +94,12 @@ pub fn references(ks: &Kustomization, settings: &Settings) -> Result<(), Failure
         return Ok(());
     }
     let own = ks.namespace().unwrap_or_default();
-    let named = std::iter::once(("spec.sourceRef.namespace", &ks.spec.source_ref.namespace))
-        .chain(
-            ks.spec
-                .depends_on
-                .iter()
-                .map(|d| ("spec.dependsOn.namespace", &d.namespace)),
-        );
+    let named = std::iter::once(("spec.sourceRef.namespace", &ks.spec.source_ref.namespace)).chain(
+        ks.spec
+            .depends_on
+            .iter()
+            .map(|d| ("spec.dependsOn.namespace", &d.namespace)),
+    );
     for (field, namespace) in named {
         if let Some(other) = namespace.as_deref().filter(|n| *n != own) {
             return Err(Failure::invalid(format!(
@@ -388,9 +387,15 @@ mod tests {
             })
         );
         for (spec, field) in [
-            (json!({"cluster": "a", "kubeConfig": {"secretRef": {"name": "kc"}}}), "spec.cluster, spec.kubeConfig"),
+            (
+                json!({"cluster": "a", "kubeConfig": {"secretRef": {"name": "kc"}}}),
+                "spec.cluster, spec.kubeConfig",
+            ),
             (json!({"cluster": " "}), "spec.cluster"),
-            (json!({"kubeConfig": {"configMapRef": {"name": "x"}}}), "spec.kubeConfig.configMapRef"),
+            (
+                json!({"kubeConfig": {"configMapRef": {"name": "x"}}}),
+                "spec.kubeConfig.configMapRef",
+            ),
             (json!({"kubeConfig": {}}), "spec.kubeConfig"),
         ] {
             let e = cluster(&ks(spec.clone())).unwrap_err();
@@ -408,13 +413,25 @@ mod tests {
         };
         let e = references(&spec, &strict).unwrap_err();
         assert_eq!(e.reason, Reason::InvalidSpec);
-        assert!(e.message.starts_with("spec.dependsOn.namespace: 'platform'"), "{}", e.message);
+        assert!(
+            e.message
+                .starts_with("spec.dependsOn.namespace: 'platform'"),
+            "{}",
+            e.message
+        );
         spec.spec.depends_on.clear();
         spec.spec.source_ref.namespace = Some("flux-system".into());
         let e = references(&spec, &strict).unwrap_err();
-        assert!(e.message.contains("'flux-system'") && e.message.contains("'team'"), "{}", e.message);
+        assert!(
+            e.message.contains("'flux-system'") && e.message.contains("'team'"),
+            "{}",
+            e.message
+        );
         spec.spec.source_ref.namespace = Some("team".into());
-        assert!(references(&spec, &strict).is_ok(), "its own namespace, named");
+        assert!(
+            references(&spec, &strict).is_ok(),
+            "its own namespace, named"
+        );
     }
 
     #[test]
