@@ -4,6 +4,7 @@
 
 pub mod git;
 pub mod measure;
+pub mod objects;
 pub mod proxy;
 
 use std::path::{Path, PathBuf};

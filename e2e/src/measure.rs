@@ -48,3 +48,17 @@ pub fn timed(program: &str, args: &[&str]) -> Result<(Duration, u64)> {
         .context("GNU time printed no RSS")?;
     Ok((elapsed, rss))
 }
+
+/// A memory figure of process `pid` from `/proc/<pid>/status` (`VmRSS`, `VmHWM`), in KiB.
+pub fn memory_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| {
+        l.strip_prefix(field)?
+            .strip_prefix(':')?
+            .trim()
+            .trim_end_matches(" kB")
+            .trim()
+            .parse()
+            .ok()
+    })
+}

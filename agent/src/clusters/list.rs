@@ -44,12 +44,7 @@ pub async fn list(
     for label in LABELS {
         let lp = ListParams::default().labels(&format!("{label}=cluster"));
         for s in secrets.list(&lp).await?.items {
-            let key = format!(
-                "{}/{}",
-                s.metadata.namespace.clone().unwrap_or_default(),
-                s.metadata.name.clone().unwrap_or_default()
-            );
-            found.insert(key, s);
+            found.insert(super::secret_key(&s), s);
         }
     }
     let kustomizations = Api::<Kustomization>::all(hub.clone())
@@ -70,13 +65,8 @@ pub async fn list(
     let probe_hub = probe(hub).await;
     fill(&mut rows[0], probe_hub, &kustomizations, &ClusterRef::Hub);
     for (key, s) in found {
-        let data: BTreeMap<String, Vec<u8>> = s
-            .data
-            .iter()
-            .flatten()
-            .map(|(k, v)| (k.clone(), v.0.clone()))
-            .collect();
-        let name = secret::registered_name(&key, &data);
+        let data = super::data_of(&s);
+        let name = secret::registered_name(&s.metadata.name.clone().unwrap_or_default(), &data);
         let mut row = ClusterRow {
             name: name.clone(),
             server: String::from_utf8_lossy(data.get("server").map_or(&[][..], |v| v)).into(),

@@ -239,18 +239,23 @@ impl Registry {
     }
 }
 
-fn secret_key(s: &Secret) -> String {
+/// `namespace/name` of a Secret.
+pub fn secret_key(s: &Secret) -> String {
     format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any())
+}
+
+/// A Secret's data as bytes by key.
+pub fn data_of(s: &Secret) -> BTreeMap<String, Vec<u8>> {
+    s.data
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.0.clone()))
+        .collect()
 }
 
 fn read(label: usize, s: &Secret) -> ((usize, String), Entry) {
     let key = secret_key(s);
-    let data: BTreeMap<String, Vec<u8>> = s
-        .data
-        .iter()
-        .flatten()
-        .map(|(k, v)| (k.clone(), v.0.clone()))
-        .collect();
+    let data = data_of(s);
     let entry = secret::parse(&key, &data)
         .map(Arc::new)
         .map_err(|e| (secret::registered_name(&s.name_any(), &data), e));

@@ -24,7 +24,10 @@ use skewer_appliers::apply::{Applier, ApplyOptions};
 use skewer_appliers::load::SourceFile;
 use skewer_appliers::sync::{HealthChecks, SyncRequest, Untracked};
 use skewer_appliers::transform::{Owner, Transform};
-use skewer_e2e::measure::{arg, median};
+use skewer_e2e::measure::{arg, median, memory_kib};
+use skewer_e2e::objects::{
+    create_kustomization, create_source, delete_kustomization, until_applied,
+};
 use skewer_e2e::{GitServer, Skewer, client, hub, kc, kubectl, namespace, skewer_bin};
 
 /// A ConfigMap without a namespace: each run places it with `-n` or `targetNamespace`.
@@ -44,77 +47,6 @@ struct Setup {
     repo_url: String,
     dir: tempfile::TempDir,
     applier: Applier,
-}
-
-/// Creates GitRepository `src` for `url` (interval 1h) and waits for its artifact.
-async fn create_source(c: &Client, ns: &str, url: &str) -> Result<()> {
-    let repos: Api<GitRepository> = Api::namespaced(c.clone(), ns);
-    let repo: GitRepository = serde_json::from_value(json!({
-        "apiVersion": "skewer.dev/v1alpha1", "kind": "GitRepository",
-        "metadata": {"name": "src", "namespace": ns},
-        "spec": {"url": url, "interval": "1h"}
-    }))?;
-    repos.create(&Default::default(), &repo).await?;
-    let stored = |o: Option<&GitRepository>| {
-        o.and_then(|r| r.status.as_ref())
-            .is_some_and(|s| s.artifact.is_some())
-    };
-    tokio::time::timeout(
-        Duration::from_secs(120),
-        kube::runtime::wait::await_condition(repos, "src", stored),
-    )
-    .await
-    .context("no artifact in 120 s")??;
-    Ok(())
-}
-
-/// Creates Kustomization `name` of `path` in `src`, applied into `ns`; returns its uid.
-async fn create_kustomization(
-    ks: &Api<Kustomization>,
-    ns: &str,
-    name: &str,
-    path: &str,
-    interval: &str,
-) -> Result<String> {
-    let obj: Kustomization = serde_json::from_value(json!({
-        "apiVersion": "skewer.dev/v1alpha1", "kind": "Kustomization",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"sourceRef": {"kind": "GitRepository", "name": "src"}, "path": path, "interval": interval, "targetNamespace": ns}
-    }))?;
-    Ok(ks
-        .create(&Default::default(), &obj)
-        .await?
-        .metadata
-        .uid
-        .unwrap_or_default())
-}
-
-/// Waits on a watch until Kustomization `name` has applied a revision.
-async fn until_applied(ks: &Api<Kustomization>, name: &str) -> Result<()> {
-    let applied = |o: Option<&Kustomization>| {
-        o.and_then(|k| k.status.as_ref())
-            .is_some_and(|s| s.last_applied_revision.is_some())
-    };
-    tokio::time::timeout(
-        Duration::from_secs(120),
-        kube::runtime::wait::await_condition(ks.clone(), name, applied),
-    )
-    .await
-    .with_context(|| format!("Kustomization {name} not Ready in 120 s"))??;
-    Ok(())
-}
-
-/// Deletes Kustomization `name` while skewer still runs (so its finalizer goes) and waits.
-async fn delete_kustomization(ks: &Api<Kustomization>, name: &str, uid: &str) -> Result<()> {
-    ks.delete(name, &Default::default()).await?;
-    let gone = kube::runtime::wait::conditions::is_deleted(uid);
-    tokio::time::timeout(
-        Duration::from_secs(60),
-        kube::runtime::wait::await_condition(ks.clone(), name, gone),
-    )
-    .await
-    .context("Kustomization not deleted in 60 s")??;
-    Ok(())
 }
 
 /// skewer, the daemon, end to end: Kustomization created through the API → Ready, awaited
@@ -512,18 +444,7 @@ async fn cold_start(s: &Setup, bin: &Path, label: &str, n: usize, per: usize) ->
     let mut peak_kib = 0u64;
     let mut first_ready = None;
     loop {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", skewer.pid()))?;
-        peak_kib = status
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix("VmHWM:")?
-                    .trim()
-                    .trim_end_matches(" kB")
-                    .trim()
-                    .parse()
-                    .ok()
-            })
-            .unwrap_or(peak_kib);
+        peak_kib = memory_kib(skewer.pid(), "VmHWM").unwrap_or(peak_kib);
         let ready = ks
             .list(&Default::default())
             .await?

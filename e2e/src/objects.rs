@@ -1,0 +1,97 @@
+//! Creating skewer's objects and waiting on them, for benchmarks: a GitRepository with its
+//! artifact, Kustomizations applied or deleted, awaited with watches.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use kube::{Api, Client};
+use serde_json::json;
+use skewer_agent::api::{GitRepository, Kustomization};
+
+/// Creates GitRepository `src` for `url` (interval 1h) and waits for its artifact.
+pub async fn create_source(c: &Client, ns: &str, url: &str) -> Result<()> {
+    let repos: Api<GitRepository> = Api::namespaced(c.clone(), ns);
+    let repo: GitRepository = serde_json::from_value(json!({
+        "apiVersion": "skewer.dev/v1alpha1", "kind": "GitRepository",
+        "metadata": {"name": "src", "namespace": ns},
+        "spec": {"url": url, "interval": "1h"}
+    }))?;
+    repos.create(&Default::default(), &repo).await?;
+    let stored = |o: Option<&GitRepository>| {
+        o.and_then(|r| r.status.as_ref())
+            .is_some_and(|s| s.artifact.is_some())
+    };
+    tokio::time::timeout(
+        Duration::from_secs(120),
+        kube::runtime::wait::await_condition(repos, "src", stored),
+    )
+    .await
+    .context("no artifact in 120 s")??;
+    Ok(())
+}
+
+/// Creates Kustomization `name` of `path` in `src`, applied into `ns`; returns its uid.
+pub async fn create_kustomization(
+    ks: &Api<Kustomization>,
+    ns: &str,
+    name: &str,
+    path: &str,
+    interval: &str,
+) -> Result<String> {
+    create_kustomization_with(ks, ns, name, path, interval, json!({})).await
+}
+
+/// [`create_kustomization`] with more spec fields (`extra`, a JSON object), like `cluster` or
+/// `serviceAccountName`.
+pub async fn create_kustomization_with(
+    ks: &Api<Kustomization>,
+    ns: &str,
+    name: &str,
+    path: &str,
+    interval: &str,
+    extra: serde_json::Value,
+) -> Result<String> {
+    let mut spec = json!({"sourceRef": {"kind": "GitRepository", "name": "src"}, "path": path, "interval": interval, "targetNamespace": ns});
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
+    let obj: Kustomization = serde_json::from_value(json!({
+        "apiVersion": "skewer.dev/v1alpha1", "kind": "Kustomization",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec
+    }))?;
+    Ok(ks
+        .create(&Default::default(), &obj)
+        .await?
+        .metadata
+        .uid
+        .unwrap_or_default())
+}
+
+/// Waits on a watch until Kustomization `name` has applied a revision.
+pub async fn until_applied(ks: &Api<Kustomization>, name: &str) -> Result<()> {
+    let applied = |o: Option<&Kustomization>| {
+        o.and_then(|k| k.status.as_ref())
+            .is_some_and(|s| s.last_applied_revision.is_some())
+    };
+    tokio::time::timeout(
+        Duration::from_secs(120),
+        kube::runtime::wait::await_condition(ks.clone(), name, applied),
+    )
+    .await
+    .with_context(|| format!("Kustomization {name} not Ready in 120 s"))??;
+    Ok(())
+}
+
+/// Deletes Kustomization `name` while skewer still runs (so its finalizer goes) and waits.
+pub async fn delete_kustomization(ks: &Api<Kustomization>, name: &str, uid: &str) -> Result<()> {
+    ks.delete(name, &Default::default()).await?;
+    let gone = kube::runtime::wait::conditions::is_deleted(uid);
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        kube::runtime::wait::await_condition(ks.clone(), name, gone),
+    )
+    .await
+    .context("Kustomization not deleted in 60 s")??;
+    Ok(())
+}
