@@ -188,14 +188,12 @@ impl Targets {
             cluster: key.cluster.to_string(),
             error,
         };
-        let (config, scope, fingerprint) = match &key.cluster {
-            ClusterRef::Hub => (self.hub_config.clone(), Scope::default(), 0),
+        // What to connect with, and its fingerprint: a target built from the same is reused.
+        let (kubeconfig, scope, fingerprint) = match &key.cluster {
+            ClusterRef::Hub => (None, Scope::default(), 0),
             ClusterRef::Registered(name) => {
                 let r = self.registry.lookup(name).await?;
-                let config = clusters::config(r.kubeconfig.clone())
-                    .await
-                    .map_err(unreachable)?;
-                (config, r.scope.clone(), r.fingerprint)
+                (Some(r.kubeconfig.clone()), r.scope.clone(), r.fingerprint)
             }
             ClusterRef::KubeConfig {
                 namespace,
@@ -205,13 +203,16 @@ impl Targets {
                 let (kubeconfig, fingerprint) = self
                     .read_kubeconfig(namespace, name, data_key.as_deref())
                     .await?;
-                let config = clusters::config(kubeconfig).await.map_err(unreachable)?;
-                (config, Scope::default(), fingerprint)
+                (Some(kubeconfig), Scope::default(), fingerprint)
             }
         };
         if let Some(t) = self.cached(key).filter(|t| t.fingerprint == fingerprint) {
             return Ok(t);
         }
+        let config = match kubeconfig {
+            None => self.hub_config.clone(),
+            Some(k) => clusters::config(k).await.map_err(unreachable)?,
+        };
         let client = clusters::client(config, key.identity.clone()).map_err(unreachable)?;
         let target = Target::connect(key.clone(), client, scope, fingerprint)
             .await

@@ -616,7 +616,7 @@ async fn an_unreachable_spoke_fails_only_its_own_kustomizations() -> Result<()> 
         "far",
         "src",
         "./far",
-        &format!("  cluster: {name}\n"),
+        &format!("  prune: true\n  cluster: {name}\n"),
     )?;
     kustomization(&f.ns, "near", "src", "./near", "")?;
     wait_applied(&f.c, &f.ns, "far", &first).await?;
@@ -649,6 +649,49 @@ async fn an_unreachable_spoke_fails_only_its_own_kustomizations() -> Result<()> 
     assert!(
         r["lastError"].as_str().is_some_and(|e| !e.is_empty()),
         "{r}"
+    );
+
+    // Deleting Kustomizations whose cluster cannot be reached, or was never registered, ends
+    // their finalizers at once, and says what was not pruned.
+    kustomization(
+        &f.ns,
+        "nowhere",
+        "src",
+        "./far",
+        "  prune: true\n  cluster: nowhere\n",
+    )?;
+    wait_failed(&f.c, &f.ns, "nowhere", |reason, _| {
+        reason == "ClusterUnavailable"
+    })
+    .await?;
+    for name in ["far", "nowhere"] {
+        kc(&["delete", "kustomization", name, "-n", &f.ns, "--wait=false"])?;
+    }
+    let ks: Api<skewer_agent::api::Kustomization> = Api::namespaced(f.c.clone(), &f.ns);
+    for name in ["far", "nowhere"] {
+        eventually(&format!("Kustomization {name} gone"), WAIT, || async {
+            Ok(ks.get_opt(name).await?.is_none().then_some(()))
+        })
+        .await?;
+    }
+    let messages = |name: &str| {
+        kc(&[
+            "get",
+            "events",
+            "-n",
+            &f.ns,
+            "--field-selector",
+            &format!("involvedObject.name={name},type=Warning"),
+            "-o",
+            "jsonpath={.items[*].message}",
+        ])
+    };
+    let far = messages("far")?;
+    assert!(far.contains("could not be pruned on cluster"), "{far}");
+    let nowhere = messages("nowhere")?;
+    assert!(
+        nowhere.contains("nothing was pruned on its cluster"),
+        "{nowhere}"
     );
     Ok(())
 }

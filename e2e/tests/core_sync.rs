@@ -479,7 +479,7 @@ async fn deleting_a_kustomization_follows_its_deletion_policy() -> Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn unsupported_fields_are_refused_and_missing_secrets_named() -> Result<()> {
+async fn missing_secrets_are_named_and_a_tenant_without_rights_applies_nothing() -> Result<()> {
     let f = Fixture::new("refuse").await?;
     let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
     repo.write(
@@ -512,11 +512,12 @@ async fn unsupported_fields_are_refused_and_missing_secrets_named() -> Result<()
     // A Secret that does not exist (yet) is named, and retried on the interval.
     let missing = format!("spec.secretRef: secret '{ns}/creds' not found");
     condition("gitrepository", "private", "Ready", missing).await?;
+    // Its ServiceAccount has no rights: the server refuses, naming it.
     condition(
         "kustomization",
         "tenant",
-        "Stalled",
-        "spec.serviceAccountName".into(),
+        "Ready",
+        format!("User \"system:serviceaccount:{ns}:tenant\" cannot patch resource \"configmaps\""),
     )
     .await?;
     assert!(

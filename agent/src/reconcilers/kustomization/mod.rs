@@ -389,7 +389,7 @@ async fn cleanup(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, Er
                 let note =
                     format!("deleted without pruning: nothing was pruned on its cluster ({e})");
                 warn!("{note}");
-                ctx.event(ks.as_ref(), true, Reason::ClusterUnavailable, note)
+                ctx.event(ks.as_ref(), true, Reason::PruneFailed, note)
                     .await;
             }
         }
@@ -409,9 +409,20 @@ async fn delete_inventory(ks: &Kustomization, ctx: &Context, target: &Target) {
     )
     .await;
     if !report.failed.is_empty() {
-        warn!(
-            failed = report.failed.len(),
-            "objects left behind on deletion"
+        let failed: Vec<String> = report
+            .failed
+            .iter()
+            .map(|(id, _, e)| format!("{}: {e}", id.display()))
+            .collect();
+        for line in &failed {
+            warn!("left behind on deletion: {line}");
+        }
+        let note = format!(
+            "deleted; {} objects could not be pruned on {}: {}",
+            failed.len(),
+            target.key.cluster,
+            summarize(&failed)
         );
+        ctx.event(ks, true, Reason::PruneFailed, note).await;
     }
 }
