@@ -10,13 +10,7 @@ use skewer_agent::api::{GitRepository, Kustomization};
 
 /// Creates GitRepository `src` for `url` (interval 1h) and waits for its artifact.
 pub async fn create_source(c: &Client, ns: &str, url: &str) -> Result<()> {
-    let repos: Api<GitRepository> = Api::namespaced(c.clone(), ns);
-    let repo: GitRepository = serde_json::from_value(json!({
-        "apiVersion": "skewer.dev/v1alpha1", "kind": "GitRepository",
-        "metadata": {"name": "src", "namespace": ns},
-        "spec": {"url": url, "interval": "1h"}
-    }))?;
-    repos.create(&Default::default(), &repo).await?;
+    let repos = add_source(c, ns, url).await?;
     let stored = |o: Option<&GitRepository>| {
         o.and_then(|r| r.status.as_ref())
             .is_some_and(|s| s.artifact.is_some())
@@ -28,6 +22,18 @@ pub async fn create_source(c: &Client, ns: &str, url: &str) -> Result<()> {
     .await
     .context("no artifact in 120 s")??;
     Ok(())
+}
+
+/// Creates GitRepository `src` for `url` (interval 1h), not waiting for anything.
+pub async fn add_source(c: &Client, ns: &str, url: &str) -> Result<Api<GitRepository>> {
+    let repos: Api<GitRepository> = Api::namespaced(c.clone(), ns);
+    let repo: GitRepository = serde_json::from_value(json!({
+        "apiVersion": "skewer.dev/v1alpha1", "kind": "GitRepository",
+        "metadata": {"name": "src", "namespace": ns},
+        "spec": {"url": url, "interval": "1h"}
+    }))?;
+    repos.create(&Default::default(), &repo).await?;
+    Ok(repos)
 }
 
 /// Creates Kustomization `name` of `path` in `src`, applied into `ns`; returns its uid.

@@ -18,7 +18,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use skewer_agent::api::Kustomization;
 use skewer_e2e::measure::{arg, median, memory_kib, ms};
-use skewer_e2e::objects::{create_kustomization_with, create_source, until_applied};
+use skewer_e2e::objects::{add_source, create_kustomization_with, create_source, until_applied};
 use skewer_e2e::{GitServer, Skewer, client, cluster, hub, kc, kc_apply, kc_on, namespace};
 
 /// Registers `spoke` as cluster `name` in `ns` with its admin token.
@@ -105,7 +105,7 @@ async fn main() -> Result<()> {
         namespace_on(&spokes, &ns)?;
         register(&ns, "spoke-a", spokes[0])?;
         register(&ns, "spoke-b", spokes[1])?;
-        create_source(&c, &ns, &repo.url).await?;
+        add_source(&c, &ns, &repo.url).await?;
         let ks: Api<Kustomization> = Api::namespaced(c.clone(), &ns);
         let mut names = Vec::new();
         for k in 0..n {
@@ -141,7 +141,7 @@ async fn main() -> Result<()> {
             namespace_on(&spokes, &ns)?;
             register(&ns, "spoke-a", spokes[0])?;
             register(&ns, "spoke-b", spokes[1])?;
-            create_source(&c, &ns, &one.url).await?;
+            add_source(&c, &ns, &one.url).await?;
             let ks: Api<Kustomization> = Api::namespaced(c.clone(), &ns);
             let mut names = Vec::new();
             for k in 0..=used {
@@ -194,8 +194,8 @@ async fn main() -> Result<()> {
             } else {
                 json!({})
             };
-            create_source(&c, &ns, &big.url).await?;
             let _skewer = Skewer::start_with(&ns, &[])?;
+            create_source(&c, &ns, &big.url).await?;
             let ks: Api<Kustomization> = Api::namespaced(c.clone(), &ns);
             let start = Instant::now();
             create_kustomization_with(&ks, &ns, "app", "./cms", "1h", extra).await?;
