@@ -134,32 +134,20 @@ impl Registry {
                 found.insert(secret.as_str(), entry);
             }
         }
-        match found.len() {
-            0 => Err(Unregistered::Missing {
+        if found.len() > 1 {
+            return Err(Unregistered::Ambiguous {
+                name: name.into(),
+                secrets: found.keys().map(|s| s.to_string()).collect(),
+            });
+        }
+        match found.into_values().next() {
+            Some(Ok(r)) => Ok(r.clone()),
+            Some(Err((_, e))) => Err(Unregistered::Invalid(name.into(), e.clone())),
+            None => Err(Unregistered::Missing {
                 name: name.into(),
                 where_: self.where_.clone(),
             }),
-            1 => match found.into_values().next() {
-                Some(Ok(r)) => Ok(r.clone()),
-                Some(Err((_, e))) => Err(Unregistered::Invalid(name.into(), e.clone())),
-                None => unreachable!("one entry"),
-            },
-            _ => Err(Unregistered::Ambiguous {
-                name: name.into(),
-                secrets: found.keys().map(|s| s.to_string()).collect(),
-            }),
         }
-    }
-
-    /// Every registration (valid or not), for `skewer get clusters`.
-    pub fn all(&self) -> Vec<Entry> {
-        let secrets = self.secrets.read().unwrap_or_else(|e| e.into_inner());
-        let mut seen = std::collections::BTreeSet::new();
-        secrets
-            .iter()
-            .filter(|((_, s), _)| seen.insert(s.clone()))
-            .map(|(_, e)| e.clone())
-            .collect()
     }
 
     async fn follow(self: Arc<Self>, label: usize, api: Api<Secret>, selector: String) {
@@ -277,5 +265,97 @@ fn differs(old: Option<&Entry>, new: &Entry) -> bool {
         (Some(Ok(a)), Ok(b)) => a.fingerprint != b.fingerprint || a.name != b.name,
         (Some(Err(a)), Err(b)) => a != b,
         _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+
+    fn secret(name: &str, data: &[(&str, &str)]) -> Secret {
+        let mut s = Secret::default();
+        s.metadata.name = Some(name.into());
+        s.metadata.namespace = Some("skewer-system".into());
+        s.data = Some(
+            data.iter()
+                .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
+                .collect(),
+        );
+        s
+    }
+
+    fn registry(secrets: &[(usize, Secret)]) -> Arc<Registry> {
+        let r = Registry::new(Some("skewer-system"));
+        {
+            let mut map = r.secrets.write().unwrap();
+            for (label, s) in secrets {
+                let (key, entry) = read(*label, s);
+                map.insert(key, entry);
+            }
+        }
+        r.listed.send_modify(|bits| *bits = ALL_LISTED);
+        r
+    }
+
+    const TOKEN: (&str, &str) = ("config", r#"{"bearerToken": "t"}"#);
+    const SERVER: (&str, &str) = ("server", "https://10.0.0.1:6443");
+
+    #[tokio::test]
+    async fn clusters_are_found_by_name_and_problems_named() {
+        let r = registry(&[
+            (0, secret("a", &[("name", "spoke-a"), SERVER, TOKEN])),
+            (1, secret("b", &[SERVER, TOKEN])),
+            (1, secret("c1", &[("name", "twice"), SERVER, TOKEN])),
+            (0, secret("c2", &[("name", "twice"), SERVER, TOKEN])),
+            (
+                0,
+                secret(
+                    "bad",
+                    &[
+                        ("name", "broken"),
+                        SERVER,
+                        ("config", r#"{"execProviderConfig": {}}"#),
+                    ],
+                ),
+            ),
+        ]);
+        assert_eq!(r.lookup("spoke-a").await.unwrap().secret, "skewer-system/a");
+        assert_eq!(
+            r.lookup("b").await.unwrap().name,
+            "b",
+            "the Secret's name without `name`"
+        );
+        let missing = r.lookup("nope").await.unwrap_err().to_string();
+        assert!(
+            missing.starts_with("cluster 'nope' is not registered"),
+            "{missing}"
+        );
+        assert!(missing.contains("namespace skewer-system"), "{missing}");
+        let twice = r.lookup("twice").await.unwrap_err().to_string();
+        assert!(
+            twice.contains("skewer-system/c1, skewer-system/c2"),
+            "{twice}"
+        );
+        let broken = r.lookup("broken").await.unwrap_err().to_string();
+        assert!(
+            broken.contains(
+                "cluster Secret skewer-system/bad: config.execProviderConfig: exec plugins"
+            ),
+            "{broken}"
+        );
+    }
+
+    #[test]
+    fn a_change_is_a_new_fingerprint_or_a_new_problem() {
+        let (_, one) = read(0, &secret("a", &[SERVER, TOKEN]));
+        let (_, same) = read(0, &secret("a", &[SERVER, TOKEN]));
+        let (_, rotated) = read(
+            0,
+            &secret("a", &[SERVER, ("config", r#"{"bearerToken": "u"}"#)]),
+        );
+        assert!(!differs(Some(&one), &same));
+        assert!(differs(Some(&one), &rotated));
+        assert!(differs(None, &one));
     }
 }
