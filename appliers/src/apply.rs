@@ -47,6 +47,8 @@ pub struct ApplyError {
     /// The API server refused the request as Forbidden (403): the identity applying lacks the
     /// right. Other objects of the same stage may still be applied.
     pub forbidden: bool,
+    /// The API server could not be reached (no answer at all, as opposed to a refusal).
+    pub unreachable: bool,
 }
 
 impl ApplyError {
@@ -57,6 +59,7 @@ impl ApplyError {
             origin: m.origin.clone(),
             message: secrets::redact(m, &message.into()),
             forbidden: false,
+            unreachable: false,
         }
     }
 
@@ -64,6 +67,7 @@ impl ApplyError {
     fn api(m: &Manifest, e: &kube::Error) -> Self {
         Self {
             forbidden: matches!(e, kube::Error::Api(s) if s.code == 403),
+            unreachable: matches!(e, kube::Error::HyperError(_) | kube::Error::Service(_)),
             ..Self::new(m, api_message(e))
         }
     }

@@ -634,8 +634,8 @@ async fn an_unreachable_spoke_fails_only_its_own_kustomizations() -> Result<()> 
     let second = f.repo.commit("two")?;
     wait_applied(&f.c, &f.ns, "near", &second).await?;
     assert_eq!(value_of(&f.c, &f.ns, "near").await?.as_deref(), Some("two"));
-    let st = wait_failed(&f.c, &f.ns, "far", |_, msg| {
-        msg.contains(&format!("cluster '{name}'"))
+    let st = wait_failed(&f.c, &f.ns, "far", |reason, msg| {
+        msg.contains(&format!("cluster '{name}'")) && reason == "ClusterUnavailable"
     })
     .await?;
     let (_, _, message) = ready(&st).context("Ready")?;

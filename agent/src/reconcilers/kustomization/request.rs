@@ -215,6 +215,9 @@ fn health_checks(ks: &Kustomization) -> HealthChecks {
 /// The status a pipeline error shows: its reason, and a message naming what failed.
 pub fn failure(ks: &Kustomization, error: &SyncError) -> Failure {
     let reason = match error {
+        SyncError::Apply(errs) if !errs.is_empty() && errs.iter().all(|e| e.unreachable) => {
+            Reason::ClusterUnavailable
+        }
         SyncError::Build(_) => Reason::BuildFailed,
         SyncError::Plan(_) | SyncError::Record(_) | SyncError::Apply(_) | SyncError::Scope(_) => {
             Reason::ReconciliationFailed
@@ -453,6 +456,21 @@ mod tests {
         );
         let pruned = failure(&ks, &SyncError::Prune(Vec::new()));
         assert_eq!(pruned.reason, Reason::PruneFailed);
+        let unreachable = skewer_appliers::apply::ApplyError {
+            object: "ConfigMap/ns/a".into(),
+            origin: "a.yaml".into(),
+            message: "client error (Connect)".into(),
+            forbidden: false,
+            unreachable: true,
+        };
+        let down = failure(&ks, &SyncError::Apply(vec![unreachable.clone()]));
+        assert_eq!(down.reason, Reason::ClusterUnavailable);
+        let refused = skewer_appliers::apply::ApplyError {
+            unreachable: false,
+            ..unreachable.clone()
+        };
+        let mixed = failure(&ks, &SyncError::Apply(vec![unreachable, refused]));
+        assert_eq!(mixed.reason, Reason::ReconciliationFailed);
         let record = failure(&ks, &SyncError::Record("conflict".into()));
         assert_eq!(record.reason, Reason::ReconciliationFailed);
         assert_eq!(record.message, "recording inventory: conflict");
