@@ -49,6 +49,9 @@ pub enum Unregistered {
     NotListed(String),
 }
 
+/// How long after start lookups wait for the cluster Secrets' first lists.
+const LIST_PATIENCE: Duration = Duration::from_secs(30);
+
 const ALL_LISTED: u8 = (1 << LABELS.len()) - 1;
 
 /// How long connecting to a cluster may take before it counts as unreachable.
@@ -81,6 +84,9 @@ pub struct Registry {
     listed: watch::Sender<u8>,
     /// Names of clusters whose Secret was added, changed or deleted.
     changed: broadcast::Sender<String>,
+    /// Lookups wait for the first lists until then, no longer (a watch that cannot list, for
+    /// want of RBAC say, must not hold every reconcile).
+    patience: tokio::time::Instant,
 }
 
 impl Registry {
@@ -93,6 +99,7 @@ impl Registry {
                 .map_or_else(|| "any namespace".into(), |ns| format!("namespace {ns}")),
             listed: watch::Sender::new(0),
             changed: broadcast::Sender::new(256),
+            patience: tokio::time::Instant::now() + LIST_PATIENCE,
         })
     }
 
@@ -112,14 +119,12 @@ impl Registry {
     /// The registration of cluster `name`, once the Secrets have been listed.
     pub async fn lookup(&self, name: &str) -> Result<Arc<Registration>, Unregistered> {
         let mut listed = self.listed.subscribe();
-        let waited = tokio::time::timeout(
-            Duration::from_secs(30),
-            listed.wait_for(|bits| *bits == ALL_LISTED),
-        )
-        .await;
+        let waited =
+            tokio::time::timeout_at(self.patience, listed.wait_for(|bits| *bits == ALL_LISTED))
+                .await;
         if waited.is_err() {
             return Err(Unregistered::NotListed(format!(
-                "no list of Secrets in {} within 30s (can skewer list them?)",
+                "no list of Secrets in {} yet (can skewer list them? see its log)",
                 self.where_
             )));
         }
