@@ -7,6 +7,7 @@ pub mod auth;
 pub mod git;
 pub mod ignore;
 pub mod reference;
+pub mod untrusted;
 pub mod verify;
 
 pub use artifact::{Artifact, File, Store, StoreError};
