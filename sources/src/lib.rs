@@ -6,6 +6,7 @@ pub mod artifact;
 pub mod auth;
 pub mod git;
 pub mod ignore;
+pub mod oci;
 pub mod reference;
 pub mod untrusted;
 pub mod verify;
