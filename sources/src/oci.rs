@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::artifact::{File, digest_of, pack};
+use crate::reference::{RefError, highest_matching};
 
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
 pub const DOCKER_MANIFEST_MEDIA_TYPE: &str = "application/vnd.docker.distribution.manifest.v2+json";
@@ -153,6 +154,68 @@ pub fn select_layer<'a>(
         })
 }
 
+/// Which artifact an OCIRepository follows (`spec.ref`): Flux's precedence is digest, then
+/// semver, then tag, then `latest`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OciRef {
+    pub tag: Option<String>,
+    pub semver: Option<String>,
+    pub digest: Option<String>,
+}
+
+/// What to pull.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pick {
+    Tag(String),
+    Digest(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum PickError {
+    #[error("spec.ref.digest: '{0}' is not sha256:<64 hex digits>")]
+    BadDigest(String),
+    #[error("spec.ref.semver: {0}")]
+    Semver(RefError),
+    #[error("no tag in the repository satisfies semver '{0}'")]
+    NoSemverMatch(String),
+}
+
+impl OciRef {
+    /// Whether [`OciRef::pick`] needs the repository's tag list (one more request).
+    pub fn needs_tags(&self) -> bool {
+        self.digest.is_none() && self.semver.is_some()
+    }
+
+    /// The reference to pull, given the repository's tags when [`OciRef::needs_tags`].
+    pub fn pick(&self, tags: &[String]) -> Result<Pick, PickError> {
+        if let Some(digest) = &self.digest {
+            let hex = digest.strip_prefix("sha256:").unwrap_or_default();
+            if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(PickError::BadDigest(digest.clone()));
+            }
+            return Ok(Pick::Digest(digest.to_ascii_lowercase()));
+        }
+        if let Some(constraint) = &self.semver {
+            let best = highest_matching(constraint, tags.iter().map(String::as_str))
+                .map_err(PickError::Semver)?
+                .ok_or_else(|| PickError::NoSemverMatch(constraint.clone()))?;
+            return Ok(Pick::Tag(best.to_string()));
+        }
+        Ok(Pick::Tag(
+            self.tag.clone().unwrap_or_else(|| "latest".into()),
+        ))
+    }
+}
+
+/// The revision an artifact is reported at: `<tag>@sha256:<hex>`, or the digest alone when
+/// it was pinned by digest (Flux's forms).
+pub fn revision(pick: &Pick, manifest_digest: &str) -> String {
+    match pick {
+        Pick::Tag(tag) => format!("{tag}@{manifest_digest}"),
+        Pick::Digest(_) => manifest_digest.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,6 +273,57 @@ mod tests {
         assert_eq!(m.annotations[CREATED_ANNOTATION], origin().created);
         let back = crate::artifact::unpack(&built.layer).unwrap();
         assert_eq!(back.len(), 2);
+    }
+
+    #[test]
+    fn refs_follow_fluxs_precedence() {
+        let tags: Vec<String> = ["1.0.0", "v1.2.0", "1.10.1", "2.0.0", "latest", "nightly"]
+            .map(String::from)
+            .into();
+        let digest = format!("sha256:{}", "ab".repeat(32));
+        let all = OciRef {
+            tag: Some("nightly".into()),
+            semver: Some(">=1.0.0 <2.0.0".into()),
+            digest: Some(digest.clone()),
+        };
+        assert!(!all.needs_tags());
+        assert_eq!(all.pick(&[]), Ok(Pick::Digest(digest.clone())));
+        let semver = OciRef {
+            digest: None,
+            ..all.clone()
+        };
+        assert!(semver.needs_tags());
+        assert_eq!(semver.pick(&tags), Ok(Pick::Tag("1.10.1".into())));
+        let tag = OciRef {
+            semver: None,
+            ..semver.clone()
+        };
+        assert_eq!(tag.pick(&[]), Ok(Pick::Tag("nightly".into())));
+        assert_eq!(OciRef::default().pick(&[]), Ok(Pick::Tag("latest".into())));
+        let none = OciRef {
+            semver: Some(">=3".into()),
+            ..OciRef::default()
+        };
+        assert_eq!(
+            none.pick(&tags),
+            Err(PickError::NoSemverMatch(">=3".into()))
+        );
+        let bad = OciRef {
+            digest: Some("sha256:xyz".into()),
+            ..OciRef::default()
+        };
+        assert!(
+            bad.pick(&[])
+                .unwrap_err()
+                .to_string()
+                .starts_with("spec.ref.digest")
+        );
+        let m = format!("sha256:{}", "cd".repeat(32));
+        assert_eq!(
+            revision(&Pick::Tag("1.10.1".into()), &m),
+            format!("1.10.1@{m}")
+        );
+        assert_eq!(revision(&Pick::Digest(digest), &m), m);
     }
 
     #[test]

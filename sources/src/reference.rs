@@ -40,7 +40,7 @@ pub struct Resolved {
     pub revision: String,
 }
 
-#[derive(Debug, Error, PartialEq, Eq)]
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
 pub enum RefError {
     #[error("branch '{0}' not found on the remote")]
     BranchNotFound(String),
@@ -87,18 +87,14 @@ impl GitRefSpec {
             return Ok(named(name, name, &r.commit));
         }
         if let Some(constraint) = &self.semver {
-            let req = parse_constraint(constraint)?;
-            let best = remote
+            let tags = remote
                 .iter()
-                .filter_map(|r| {
-                    let tag = r.name.strip_prefix("refs/tags/")?;
-                    let version =
-                        semver::Version::parse(tag.strip_prefix('v').unwrap_or(tag)).ok()?;
-                    req.matches(&version).then_some((version, tag, r))
-                })
-                .max_by(|a, b| a.0.cmp(&b.0))
+                .filter_map(|r| r.name.strip_prefix("refs/tags/"));
+            let tag = highest_matching(constraint, tags)?
                 .ok_or_else(|| RefError::NoSemverMatch(constraint.clone()))?;
-            return Ok(named(&best.2.name, best.1, &best.2.commit));
+            let full = format!("refs/tags/{tag}");
+            let r = find(&full).ok_or_else(|| RefError::TagNotFound(tag.to_string()))?;
+            return Ok(named(&full, tag, &r.commit));
         }
         if let Some(tag) = &self.tag {
             let full = format!("refs/tags/{tag}");
@@ -119,6 +115,23 @@ impl GitRefSpec {
             None => Ok(named("HEAD", "HEAD", &head.commit)),
         }
     }
+}
+
+/// The highest version among `tags` (a leading `v` allowed; tags that are not versions are
+/// skipped) that satisfies `constraint`, Flux's way of following a semver range.
+pub fn highest_matching<'a>(
+    constraint: &str,
+    tags: impl IntoIterator<Item = &'a str>,
+) -> Result<Option<&'a str>, RefError> {
+    let req = parse_constraint(constraint)?;
+    Ok(tags
+        .into_iter()
+        .filter_map(|tag| {
+            let version = semver::Version::parse(tag.strip_prefix('v').unwrap_or(tag)).ok()?;
+            req.matches(&version).then_some((version, tag))
+        })
+        .max_by(|a, b| a.0.cmp(&b.0))
+        .map(|(_, tag)| tag))
 }
 
 /// Parses a constraint as Flux users write it: comparators separated by spaces or commas
