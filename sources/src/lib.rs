@@ -4,6 +4,7 @@
 
 pub mod artifact;
 pub mod auth;
+pub mod dockerconfig;
 pub mod git;
 pub mod ignore;
 pub mod oci;
