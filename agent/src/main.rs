@@ -280,7 +280,7 @@ async fn run(args: RunArgs) -> Result<()> {
     };
     let registry = clusters::Registry::new(secrets_ns.as_deref());
     registry.watch(&client, secrets_ns.as_deref());
-    let ctx = runtime::Context::new(config, registry, &args.data_dir, settings, metrics)
+    let ctx = runtime::Context::new(config, client, registry, &args.data_dir, settings, metrics)
         .await
         .context("asking the API server its version")?;
     tracing::info!(namespace = namespace.as_deref().unwrap_or("<all>"), data_dir = %args.data_dir.display(), "skewer running");

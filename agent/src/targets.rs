@@ -166,9 +166,13 @@ pub struct Targets {
 }
 
 impl Targets {
-    /// The registry with the hub; asks the hub its version.
-    pub async fn new(hub_config: Config, registry: Arc<Registry>) -> Result<Self, kube::Error> {
-        let hub_client = Client::try_from(hub_config.clone())?;
+    /// The registry with the hub (`hub_client` made from `hub_config`); asks the hub its
+    /// version.
+    pub async fn new(
+        hub_config: Config,
+        hub_client: Client,
+        registry: Arc<Registry>,
+    ) -> Result<Self, kube::Error> {
         let hub = Target::connect(TargetKey::HUB, hub_client.clone(), Scope::default(), 0).await?;
         Ok(Self {
             hub_config,
@@ -188,27 +192,36 @@ impl Targets {
             cluster: key.cluster.to_string(),
             error,
         };
-        // What to connect with, and its fingerprint: a target built from the same is reused.
-        let (kubeconfig, scope, fingerprint) = match &key.cluster {
-            ClusterRef::Hub => (None, Scope::default(), 0),
+        // What to connect with, and its fingerprint: a target built from the same is reused,
+        // and nothing is parsed or decoded for it.
+        let (connection, scope, fingerprint) = match &key.cluster {
+            ClusterRef::Hub => (Connection::Hub, Scope::default(), 0),
             ClusterRef::Registered(name) => {
                 let r = self.registry.lookup(name).await?;
-                (Some(r.kubeconfig.clone()), r.scope.clone(), r.fingerprint)
+                let parsed = Connection::Parsed(r.kubeconfig.clone());
+                (parsed, r.scope.clone(), r.fingerprint)
             }
             ClusterRef::KubeConfig {
                 namespace,
                 name,
                 key: data_key,
             } => {
-                let (kubeconfig, fingerprint) = self
+                let (unparsed, fingerprint) = self
                     .read_kubeconfig(namespace, name, data_key.as_deref())
                     .await?;
-                (Some(kubeconfig), Scope::default(), fingerprint)
+                (unparsed, Scope::default(), fingerprint)
             }
         };
         if let Some(t) = self.cached(key).filter(|t| t.fingerprint == fingerprint) {
             return Ok(t);
         }
+        let kubeconfig = match connection {
+            Connection::Hub => None,
+            Connection::Parsed(k) => Some(k),
+            Connection::Unparsed { source, text } => {
+                Some(clusters::kubeconfig::parse(&source, &text)?)
+            }
+        };
         let config = match kubeconfig {
             None => self.hub_config.clone(),
             Some(k) => clusters::config(k).await.map_err(unreachable)?,
@@ -246,12 +259,14 @@ impl Targets {
         });
     }
 
+    /// The kubeconfig text of a Secret (its `key`, else `value`, else `value.yaml`), and the
+    /// fingerprint of the Secret's data.
     async fn read_kubeconfig(
         &self,
         namespace: &str,
         name: &str,
         key: Option<&str>,
-    ) -> Result<(Kubeconfig, u64), TargetError> {
+    ) -> Result<(Connection, u64), TargetError> {
         let invalid = |field: &str, message: String| Invalid {
             origin: format!("kubeConfig Secret {namespace}/{name}"),
             field: field.into(),
@@ -263,7 +278,7 @@ impl Targets {
             .await
             .map_err(|e| invalid("secretRef", skewer_appliers::apply::api_message(&e)))?
             .ok_or_else(|| invalid("secretRef.name", "no such Secret".into()))?;
-        let data = secret.data.unwrap_or_default();
+        let data = clusters::data_of(&secret);
         let candidates: Vec<&str> = match key {
             Some(k) => vec![k],
             None => clusters::kubeconfig::DEFAULT_KEYS.to_vec(),
@@ -277,14 +292,24 @@ impl Targets {
                     format!("no key {} in the Secret", candidates.join(" or ")),
                 )
             })?;
-        let text =
-            std::str::from_utf8(&bytes.0).map_err(|_| invalid(found, "not UTF-8 text".into()))?;
+        let text = String::from_utf8(bytes.clone())
+            .map_err(|_| invalid(found, "not UTF-8 text".into()))?;
         let source = format!("kubeConfig Secret {namespace}/{name} key {found}");
-        let kubeconfig = clusters::kubeconfig::parse(&source, text)?;
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        std::hash::Hash::hash(&bytes.0, &mut h);
-        Ok((kubeconfig, std::hash::Hasher::finish(&h)))
+        let fingerprint = clusters::secret::fingerprint(&data);
+        Ok((Connection::Unparsed { source, text }, fingerprint))
     }
+}
+
+/// How a target's cluster is reached, before a client is built.
+enum Connection {
+    /// With skewer's own configuration.
+    Hub,
+    Parsed(Kubeconfig),
+    /// A kubeconfig's text, parsed only when no client built from it is at hand.
+    Unparsed {
+        source: String,
+        text: String,
+    },
 }
 
 #[cfg(test)]

@@ -252,8 +252,7 @@ fn pem(field: &str, value: &Value) -> Result<String, FieldError> {
     let decoded = base64::engine::general_purpose::STANDARD
         .decode(s.trim())
         .map_err(|_| (field.to_string(), "not base64".to_string()))?;
-    if !decoded.starts_with(b"-----BEGIN") && !decoded.trim_ascii_start().starts_with(b"-----BEGIN")
-    {
+    if !decoded.trim_ascii_start().starts_with(b"-----BEGIN") {
         return Err((field.into(), "not base64 of a PEM block".into()));
     }
     Ok(s.trim().to_string())

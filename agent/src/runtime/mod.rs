@@ -76,23 +76,23 @@ pub struct Context {
 }
 
 impl Context {
-    /// A context on the hub of `hub` (skewer's own configuration); other clusters come from
-    /// `registry`.
+    /// A context on the hub: `client` is made from `hub` (skewer's own configuration, from
+    /// which impersonating clients are derived); other clusters come from `registry`.
     pub async fn new(
         hub: kube::Config,
+        client: Client,
         registry: Arc<crate::clusters::Registry>,
         data_dir: &std::path::Path,
         settings: Settings,
         metrics: Arc<Metrics>,
     ) -> Result<Arc<Self>, kube::Error> {
-        let client = Client::try_from(hub.clone())?;
         let reporter = Reporter {
             controller: "skewer".into(),
             instance: std::env::var("POD_NAME").ok(),
         };
         Ok(Arc::new(Self {
             recorder: Recorder::new(client.clone(), reporter),
-            targets: Targets::new(hub, registry).await?,
+            targets: Targets::new(hub, client.clone(), registry).await?,
             client,
             store: Store::new(data_dir.join("artifacts")),
             git: GitFetcher::new(data_dir.join("git")),

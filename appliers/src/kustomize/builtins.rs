@@ -243,26 +243,17 @@ fn apply(config: Config, res: &mut Vec<Res>, read: &Reader<'_>) -> Result<(), St
             patch(res, "PatchTransformer", spec)?;
         }
         Config::PatchStrategicMerge { paths, patches } => {
-            for p in paths {
-                let text = read(&p).unwrap_or(p);
-                patch(
-                    res,
-                    "PatchStrategicMergeTransformer",
-                    PatchSpec {
-                        patch: text,
-                        ..Default::default()
-                    },
-                )?;
-            }
-            if let Some(text) = patches {
-                patch(
-                    res,
-                    "PatchStrategicMergeTransformer",
-                    PatchSpec {
-                        patch: text,
-                        ..Default::default()
-                    },
-                )?;
+            // Each file's patch (a path that is no file is the patch itself), then the inline one.
+            let texts = paths
+                .into_iter()
+                .map(|p| read(&p).unwrap_or(p))
+                .chain(patches);
+            for text in texts {
+                let spec = PatchSpec {
+                    patch: text,
+                    ..Default::default()
+                };
+                patch(res, "PatchStrategicMergeTransformer", spec)?;
             }
         }
         Config::PatchJson6902 {

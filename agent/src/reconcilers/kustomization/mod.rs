@@ -279,8 +279,8 @@ async fn reconcile_sync(
     let files = artifacts::files_under(&ctx.store, &artifact, &dir).await?;
     let artifact_ms = read.elapsed().as_millis() as u64;
     let previous = from_status(status.inventory.as_ref());
-    let mut request = request::build(ks, files, previous, &ctx.settings, deadline);
-    request.scope = sync.target().scope.clone();
+    let scope = sync.target().scope.clone();
+    let request = request::build(ks, files, previous, scope, &ctx.settings, deadline);
     let report = sync.run(request).await;
     status.inventory = Some(to_status(&report.inventory));
     for id in &report.pruned {

@@ -118,11 +118,13 @@ pub fn owner(ks: &Kustomization) -> Owner {
     }
 }
 
-/// What one sync of `ks` does with `files`, given what it applied before (`previous`).
+/// What one sync of `ks` does with `files`, given what it applied before (`previous`) and
+/// where its target allows it to act (`scope`).
 pub fn build(
     ks: &Kustomization,
     files: Vec<SourceFile>,
     previous: Inventory,
+    scope: Scope,
     settings: &Settings,
     deadline: Instant,
 ) -> SyncRequest {
@@ -144,8 +146,7 @@ pub fn build(
         health: health_checks(ks),
         deadline,
         previous,
-        // The target's, set by the reconciler once it has the target.
-        scope: Scope::default(),
+        scope,
     }
 }
 
@@ -309,7 +310,16 @@ mod tests {
         }));
         let previous = Inventory::default();
         let deadline = Instant::now() + Duration::from_secs(60);
-        let req = build(&ks, Vec::new(), previous, &settings(), deadline);
+        let scope = Scope::new(["team".to_string()].into(), false);
+        let req = build(
+            &ks,
+            Vec::new(),
+            previous,
+            scope.clone(),
+            &settings(),
+            deadline,
+        );
+        assert_eq!(req.scope, scope);
         assert_eq!(req.path, "./apps");
         assert_eq!(req.prune, Some(PropagationPolicy::Background));
         assert_eq!(req.apply.owner, owner(&ks));
