@@ -31,7 +31,7 @@ say "starting a Kubernetes 1.20 control plane on loopback"
 export KUBECONFIG
 KUBECONFIG=$(bash e2e/cluster/up.sh demo)
 kubectl apply -f deploy/crds.yaml
-kubectl wait --for=condition=Established crd/gitrepositories.skewer.dev crd/kustomizations.skewer.dev >/dev/null
+kubectl wait --for=condition=Established crd/gitrepositories.skewer.dev crd/ocirepositories.skewer.dev crd/kustomizations.skewer.dev >/dev/null
 
 say "serving the example repo with git daemon on 127.0.0.1"
 git init -q --bare "$work/srv/demo.git"

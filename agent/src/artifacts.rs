@@ -13,23 +13,21 @@ use kube::{Client, ResourceExt};
 use skewer_appliers::kustomize::KUSTOMIZATION_FILES;
 use skewer_appliers::load::SourceFile;
 
-use crate::api::GitRepository;
-use crate::api::gitrepository::ArtifactStatus;
+use crate::api::{ArtifactStatus, GitRepository, OCIRepository, SourceStatus};
 use crate::runtime::{Failure, Reason, Reconciled, scoped, watch};
 
 /// The source kinds a deploy kind may name.
-pub const KINDS: &[&str] = &["GitRepository"];
+pub const KINDS: &[&str] = &["GitRepository", "OCIRepository"];
 
-/// A kind of source: reconciled, and reporting the artifact it stored.
-pub trait Source: Reconciled {
-    fn artifact(&self) -> Option<&ArtifactStatus>;
-}
-
-impl Source for GitRepository {
+/// A kind of source: reconciled, and reporting the artifact it stored in its status.
+pub trait Source: Reconciled<Status = SourceStatus> {
     fn artifact(&self) -> Option<&ArtifactStatus> {
-        self.status.as_ref().and_then(|s| s.artifact.as_ref())
+        self.status().and_then(|s| s.artifact.as_ref())
     }
 }
+
+impl Source for GitRepository {}
+impl Source for OCIRepository {}
 
 /// Where a source's artifacts are kept in the store: `<kind>/<namespace>/<name>`.
 pub fn store_key<S: Source>(namespace: &str, name: &str) -> String {
@@ -56,6 +54,7 @@ pub async fn lookup(
 ) -> Result<ArtifactRef, Failure> {
     match kind {
         "GitRepository" => get::<GitRepository>(client, namespace, name).await,
+        "OCIRepository" => get::<OCIRepository>(client, namespace, name).await,
         other => Err(Failure::invalid(format!(
             "spec.sourceRef.kind: '{other}' is not supported ({})",
             KINDS.join(", ")
@@ -137,15 +136,25 @@ pub fn watch_sources<K>(
 where
     K: Reconciled,
 {
+    let controller = watch_kind::<K, GitRepository>(controller, client, namespace, uses.clone());
+    watch_kind::<K, OCIRepository>(controller, client, namespace, uses)
+}
+
+/// Adds a watch of source kind `S` to `controller`.
+fn watch_kind<K, S>(
+    controller: Controller<K>,
+    client: &Client,
+    namespace: Option<&str>,
+    uses: impl Fn(&K, &str, &str, &str) -> bool + Send + Sync + 'static,
+) -> Controller<K>
+where
+    K: Reconciled,
+    S: Source + Clone + std::fmt::Debug + Send + Sync + 'static,
+{
     let store = controller.store();
-    let sources = watcher(
-        scoped::<GitRepository>(client, namespace),
-        watch::own_kinds(),
-    );
-    controller.watches_stream(sources.touched_objects(), move |source: GitRepository| {
-        referring(&store, &source, |k, ns, name| {
-            uses(k, GitRepository::KIND, ns, name)
-        })
+    let sources = watcher(scoped::<S>(client, namespace), watch::own_kinds());
+    controller.watches_stream(sources.touched_objects(), move |source: S| {
+        referring(&store, &source, |k, ns, name| uses(k, S::KIND, ns, name))
     })
 }
 

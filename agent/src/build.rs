@@ -77,6 +77,17 @@ fn work_tree_of(path: &Path) -> Option<PathBuf> {
 /// and the default exclusions). In a Git work tree, the files Git would commit (tracked, or new
 /// and not ignored); elsewhere every file but `.git`.
 fn read_source(root: &Path) -> Result<Vec<SourceFile>> {
+    Ok(source_files(root)?
+        .into_iter()
+        .map(|f| SourceFile {
+            path: f.path,
+            data: f.data,
+        })
+        .collect())
+}
+
+/// The files of the source at `root` as an artifact holds them (see [`read_source`]).
+pub fn source_files(root: &Path) -> Result<Vec<skewer_sources::File>> {
     let paths = match git_files(root) {
         Some(paths) => paths,
         None => walk(root)?,
@@ -93,13 +104,7 @@ fn read_source(root: &Path) -> Result<Vec<SourceFile>> {
             data: std::fs::read(&full).with_context(|| format!("reading {}", full.display()))?,
         });
     }
-    Ok(skewer_sources::ignore::filter(files, None)
-        .into_iter()
-        .map(|f| SourceFile {
-            path: f.path,
-            data: f.data,
-        })
-        .collect())
+    Ok(skewer_sources::ignore::filter(files, None))
 }
 
 /// What Git would commit under `root`, if `root` is in a work tree.

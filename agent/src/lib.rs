@@ -13,6 +13,7 @@ pub mod leader;
 pub mod manifests;
 pub mod metrics;
 pub mod ownership;
+pub mod push;
 pub mod reconcilers;
 pub mod runtime;
 pub mod sync;

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use skewer_agent::{api, clusters, http, leader, manifests, metrics, reconcilers, runtime};
+use skewer_agent::push::Address;
+use skewer_agent::{api, clusters, http, leader, manifests, metrics, push, reconcilers, runtime};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -50,6 +51,27 @@ enum Command {
         #[command(subcommand)]
         what: Get,
     },
+    /// Push to an OCI registry: `skewer push artifact`.
+    Push {
+        #[command(subcommand)]
+        what: PushWhat,
+    },
+    /// Sign the artifact at ADDRESS (oci://…:<tag> or oci://…@sha256:…) with a cosign key; the
+    /// signature is stored beside it as cosign stores signatures.
+    Sign {
+        address: Address,
+        /// Private key: PKCS#8 PEM, or cosign's encrypted key (password in COSIGN_PASSWORD).
+        #[arg(long)]
+        key: PathBuf,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Write a new ECDSA P-256 key pair for `sign` and `push artifact --sign-key`:
+    /// <PREFIX>.key (unencrypted PKCS#8, mode 0600) and <PREFIX>.pub (for a Secret's `*.pub`).
+    GenerateKeyPair {
+        #[arg(long, default_value = "cosign")]
+        output_key_prefix: PathBuf,
+    },
     /// Write skewer's install manifests (CRDs, RBAC, Deployment) generated from its types.
     Manifests {
         /// Directory to write into; prints to stdout when absent.
@@ -58,6 +80,68 @@ enum Command {
         #[arg(long, default_value = manifests::DEFAULT_IMAGE)]
         image: String,
     },
+}
+
+#[derive(Subcommand)]
+enum PushWhat {
+    /// Build DIR into an artifact in Flux's format (config
+    /// application/vnd.cncf.flux.config.v1+json, one tar+gzip layer, source/revision/created
+    /// annotations) and push it to ADDRESS (oci://<registry>/<repository>:<tag>). The same
+    /// files, source, revision and creation time give the same digest. Prints the digest.
+    Artifact {
+        address: Address,
+        /// The directory to push (in a Git work tree, the files Git would commit).
+        #[arg(long)]
+        path: PathBuf,
+        /// Where the files come from (org.opencontainers.image.source), like a repository URL.
+        #[arg(long)]
+        source: String,
+        /// Which revision (org.opencontainers.image.revision), like `main@sha1:<hex>`.
+        #[arg(long)]
+        revision: String,
+        /// org.opencontainers.image.created, RFC 3339 (default: SOURCE_DATE_EPOCH, else the
+        /// Unix epoch, so that pushes are reproducible).
+        #[arg(long)]
+        created: Option<String>,
+        /// Sign the pushed artifact with this cosign key.
+        #[arg(long)]
+        sign_key: Option<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+}
+
+#[derive(Args)]
+struct RegistryArgs {
+    /// `<user>:<password>` for the registry (default: its entry in ~/.docker/config.json).
+    #[arg(long, env = "SKEWER_REGISTRY_CREDS", hide_env_values = true)]
+    creds: Option<String>,
+    /// Plain HTTP, for registries without TLS.
+    #[arg(long)]
+    insecure: bool,
+}
+
+impl RegistryArgs {
+    fn access(&self, address: &Address) -> Result<skewer_sources::oci::registry::Access> {
+        Ok(skewer_sources::oci::registry::Access {
+            login: push::login(self.creds.as_deref(), &address.repo.registry)?,
+            insecure: self.insecure,
+        })
+    }
+}
+
+/// The creation time of a pushed artifact when none is given: SOURCE_DATE_EPOCH (the
+/// reproducible-builds convention), else the Unix epoch.
+fn created_default() -> Result<String> {
+    let seconds = match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(s) => s
+            .trim()
+            .parse::<i64>()
+            .context("SOURCE_DATE_EPOCH: not a number of seconds")?,
+        Err(_) => 0,
+    };
+    let t = jiff::Timestamp::from_second(seconds).context("SOURCE_DATE_EPOCH: out of range")?;
+    Ok(t.to_string())
 }
 
 #[derive(Subcommand)]
@@ -197,6 +281,53 @@ async fn main() -> Result<()> {
                 Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
                 Output::Yaml => print!("{}", serde_saphyr::to_string(&rows)?),
             }
+            Ok(())
+        }
+        Command::Push {
+            what:
+                PushWhat::Artifact {
+                    address,
+                    path,
+                    source,
+                    revision,
+                    created,
+                    sign_key,
+                    registry,
+                },
+        } => {
+            let created = match created {
+                Some(c) => c,
+                None => created_default()?,
+            };
+            let digest = push::push(push::Push {
+                address: &address,
+                path: &path,
+                source: &source,
+                revision: &revision,
+                created: &created,
+                access: registry.access(&address)?,
+                sign_key: sign_key.as_deref(),
+            })
+            .await?;
+            println!("{digest}");
+            Ok(())
+        }
+        Command::Sign {
+            address,
+            key,
+            registry,
+        } => {
+            let digest = push::sign(&address, &key, registry.access(&address)?).await?;
+            println!("{digest}");
+            Ok(())
+        }
+        Command::GenerateKeyPair { output_key_prefix } => {
+            push::generate_key_pair(&output_key_prefix)?;
+            eprintln!(
+                "wrote {} and {}",
+                output_key_prefix.with_extension("key").display(),
+                output_key_prefix.with_extension("pub").display()
+            );
             Ok(())
         }
         Command::Manifests { out, image } => {

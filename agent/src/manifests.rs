@@ -5,16 +5,20 @@
 use kube::CustomResourceExt;
 use serde_json::{Value, json};
 
-use crate::api::{GitRepository, Kustomization};
+use crate::api::{GitRepository, Kustomization, OCIRepository};
 
 pub const NAMESPACE: &str = "skewer-system";
 
 /// File name → YAML content, in a stable order.
 pub fn files(image: &str) -> Result<Vec<(&'static str, String)>, serde_saphyr::SerializeError> {
-    let crds: Vec<Value> = [GitRepository::crd(), Kustomization::crd()]
-        .into_iter()
-        .map(|c| serde_json::to_value(c).unwrap_or(Value::Null))
-        .collect();
+    let crds: Vec<Value> = [
+        GitRepository::crd(),
+        OCIRepository::crd(),
+        Kustomization::crd(),
+    ]
+    .into_iter()
+    .map(|c| serde_json::to_value(c).unwrap_or(Value::Null))
+    .collect();
     Ok(vec![
         ("crds.yaml", to_yaml(&crds)?),
         ("rbac.yaml", to_yaml(&rbac())?),

@@ -29,6 +29,11 @@ git daemon --help >/dev/null 2>&1 || need_pkgs+=(git)
 [ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
 command -v ssh >/dev/null || need_pkgs+=(openssh-client)
 command -v gpg >/dev/null || need_pkgs+=(gnupg)
+# Peers of the OCI source tests: a registry (distribution 2.8), htpasswd for its basic auth,
+# skopeo to push artifacts written by another tool.
+command -v docker-registry >/dev/null || need_pkgs+=(docker-registry)
+command -v htpasswd >/dev/null || need_pkgs+=(apache2-utils)
+command -v skopeo >/dev/null || need_pkgs+=(skopeo)
 
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "apt-get install ${need_pkgs[*]}"

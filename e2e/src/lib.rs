@@ -6,6 +6,7 @@ pub mod git;
 pub mod measure;
 pub mod objects;
 pub mod proxy;
+pub mod registry;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -163,6 +164,7 @@ pub fn install_crds(kubeconfig: &Path) -> Result<()> {
         "--for=condition=Established",
         "crd/kustomizations.skewer.dev",
         "crd/gitrepositories.skewer.dev",
+        "crd/ocirepositories.skewer.dev",
         "--timeout=60s",
     ]))?;
     Ok(())

@@ -4,66 +4,11 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-
 use anyhow::Result;
 use common::*;
-use k8s_openapi::api::core::v1::Secret;
-use kube::Api;
-use kube::api::{Patch, PatchParams};
-use skewer_agent::api::{GitRepository, GitRepositoryStatus};
+use skewer_agent::api::GitRepository;
 use skewer_e2e::git::run;
 use skewer_e2e::{GitServer, Signer, eventually, kc_apply};
-
-async fn put_secret(c: &kube::Client, ns: &str, name: &str, data: &[(&str, &str)]) -> Result<()> {
-    let api: Api<Secret> = Api::namespaced(c.clone(), ns);
-    let string_data: BTreeMap<String, String> = data
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let secret = serde_json::json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": name, "namespace": ns},
-        "stringData": string_data,
-    });
-    api.patch(
-        name,
-        &PatchParams::apply("e2e").force(),
-        &Patch::Apply(&secret),
-    )
-    .await?;
-    Ok(())
-}
-
-async fn source_status(c: &kube::Client, ns: &str, name: &str) -> Result<GitRepositoryStatus> {
-    let api: Api<GitRepository> = Api::namespaced(c.clone(), ns);
-    Ok(api.get(name).await?.status.unwrap_or_default())
-}
-
-/// Waits until the GitRepository's condition `type_` has `status` and a message passing `pred`.
-async fn wait_source_condition(
-    c: &kube::Client,
-    ns: &str,
-    name: &str,
-    type_: &str,
-    status: &str,
-    pred: impl Fn(&str, &str) -> bool,
-) -> Result<(String, String)> {
-    eventually(
-        &format!("GitRepository {ns}/{name} {type_}={status}"),
-        WAIT,
-        || async {
-            let st = source_status(c, ns, name).await?;
-            match st.conditions.iter().find(|c| c.type_ == type_) {
-                Some(cond) if cond.status == status && pred(&cond.reason, &cond.message) => {
-                    Ok(Some((cond.reason.clone(), cond.message.clone())))
-                }
-                other => anyhow::bail!("{type_}: {other:?}"),
-            }
-        },
-    )
-    .await
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn private_repository_over_ssh_with_a_deploy_key() -> Result<()> {
@@ -116,10 +61,11 @@ async fn private_repository_over_ssh_with_a_deploy_key() -> Result<()> {
 
     // A key the server does not know: a condition that says so; nothing applied is touched.
     deploy_key(stranger).await?;
-    let (reason, message) = wait_source_condition(&c, &ns, "src", "Ready", "False", |_, m| {
-        m.contains("rejected the key in 'identity'")
-    })
-    .await?;
+    let (reason, message) =
+        wait_source_condition_of::<GitRepository>(&c, &ns, "src", "Ready", "False", |_, m| {
+            m.contains("rejected the key in 'identity'")
+        })
+        .await?;
     assert_eq!(reason, "AuthenticationFailed");
     assert!(!message.contains("PRIVATE KEY"), "{message}");
     let st = status(&c, &ns, "app").await?;
@@ -158,8 +104,15 @@ async fn an_unsigned_commit_stops_at_the_last_verified_revision() -> Result<()> 
     ))?;
     kustomization(&ns, "app", "src", "./", "  prune: true\n")?;
     wait_applied(c, &ns, "app", &signed).await?;
-    let (_, message) =
-        wait_source_condition(c, &ns, "src", "SourceVerified", "True", |_, _| true).await?;
+    let (_, message) = wait_source_condition_of::<GitRepository>(
+        c,
+        &ns,
+        "src",
+        "SourceVerified",
+        "True",
+        |_, _| true,
+    )
+    .await?;
     assert_eq!(
         message,
         format!(
@@ -172,11 +125,18 @@ async fn an_unsigned_commit_stops_at_the_last_verified_revision() -> Result<()> 
     // Unsigned: never stored, never applied, and the ConfigMap it drops is not pruned.
     repo.remove("cm.yaml")?;
     let unsigned = repo.commit("unsigned")?;
-    let (reason, message) =
-        wait_source_condition(c, &ns, "src", "SourceVerified", "False", |_, _| true).await?;
+    let (reason, message) = wait_source_condition_of::<GitRepository>(
+        c,
+        &ns,
+        "src",
+        "SourceVerified",
+        "False",
+        |_, _| true,
+    )
+    .await?;
     assert_eq!(reason, "VerificationError");
     assert_eq!(message, format!("commit {} is not signed", &unsigned[..12]));
-    let st = source_status(c, &ns, "src").await?;
+    let st = source_status::<GitRepository>(c, &ns, "src").await?;
     assert!(
         st.artifact.is_some_and(|a| a.revision.ends_with(&signed)),
         "the artifact stays at the verified revision"
@@ -191,7 +151,7 @@ async fn an_unsigned_commit_stops_at_the_last_verified_revision() -> Result<()> 
     // The next signed commit (by the OpenPGP key) goes through and prunes.
     let next = repo.commit_signed("signed again", &gpg)?;
     wait_applied(c, &ns, "app", &next).await?;
-    wait_source_condition(c, &ns, "src", "SourceVerified", "True", |_, m| {
+    wait_source_condition_of::<GitRepository>(c, &ns, "src", "SourceVerified", "True", |_, m| {
         m.contains(&gpg.fingerprint)
     })
     .await?;
@@ -206,7 +166,7 @@ async fn an_unsigned_commit_stops_at_the_last_verified_revision() -> Result<()> 
     };
     repo.tag_signed("v1.0.0", &gpg)?;
     source("v1.0.0")?;
-    wait_source_condition(c, &ns, "src", "SourceVerified", "True", |_, m| {
+    wait_source_condition_of::<GitRepository>(c, &ns, "src", "SourceVerified", "True", |_, m| {
         m == format!(
             "verified signature of tag 'v1.0.0' by {} (key 'team.asc')",
             gpg.fingerprint
@@ -215,7 +175,7 @@ async fn an_unsigned_commit_stops_at_the_last_verified_revision() -> Result<()> 
     .await?;
     repo.tag_lightweight("v1.0.1")?;
     source("v1.0.1")?;
-    wait_source_condition(c, &ns, "src", "SourceVerified", "False", |_, m| {
+    wait_source_condition_of::<GitRepository>(c, &ns, "src", "SourceVerified", "False", |_, m| {
         m == "tag 'v1.0.1' is a lightweight tag: only annotated tags carry signatures"
     })
     .await?;
@@ -242,7 +202,7 @@ async fn reconcile_request_fetches_now_and_suspend_holds_the_source() -> Result<
         move || {
             let (c, ns, commit) = (c.clone(), ns.clone(), commit.clone());
             async move {
-                let st = source_status(&c, &ns, "src").await?;
+                let st = source_status::<GitRepository>(&c, &ns, "src").await?;
                 match st.artifact {
                     Some(a) if a.revision.ends_with(&commit) => {
                         Ok(Some(st.last_handled_reconcile_at))
@@ -287,7 +247,7 @@ async fn reconcile_request_fetches_now_and_suspend_holds_the_source() -> Result<
         || async { Ok((suspended() >= 2).then_some(())) },
     )
     .await?;
-    let st = source_status(c, &ns, "src").await?;
+    let st = source_status::<GitRepository>(c, &ns, "src").await?;
     assert!(st.artifact.is_some_and(|a| a.revision.ends_with(&second)));
     assert_eq!(st.last_handled_reconcile_at.as_deref(), Some("r1"));
     source(false)?;

@@ -139,6 +139,17 @@ impl Store {
     /// Packs and stores files as the artifact of `revision`; returns its description.
     pub fn put(&self, key: &str, revision: &str, files: &[File]) -> Result<Artifact, StoreError> {
         let (bytes, digest) = pack(files);
+        self.put_packed(key, revision, &bytes, digest)
+    }
+
+    /// Stores `bytes`, a `.tar.gz` already packed (and checked) elsewhere, with their `digest`.
+    pub fn put_packed(
+        &self,
+        key: &str,
+        revision: &str,
+        bytes: &[u8],
+        digest: String,
+    ) -> Result<Artifact, StoreError> {
         let dir = self.dir(key);
         fs::create_dir_all(&dir).map_err(io_err(&dir))?;
         let path = dir.join(format!("{}.tar.gz", digest.trim_start_matches("sha256:")));
@@ -146,7 +157,7 @@ impl Store {
             // Write then rename, so a crash never leaves a half-written artifact under its digest.
             let tmp = dir.join(format!(".tmp-{}", std::process::id()));
             let mut f = fs::File::create(&tmp).map_err(io_err(&tmp))?;
-            f.write_all(&bytes).map_err(io_err(&tmp))?;
+            f.write_all(bytes).map_err(io_err(&tmp))?;
             f.sync_all().map_err(io_err(&tmp))?;
             fs::rename(&tmp, &path).map_err(io_err(&path))?;
         }

@@ -4,7 +4,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Condition, LocalObjectReference};
+use super::LocalObjectReference;
+pub use super::source::ArtifactStatus;
 
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
@@ -27,7 +28,7 @@ pub struct GitRepositorySpec {
     #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
     pub reference: Option<GitRepositoryRef>,
     /// How often to check the remote for a new revision, like `1m` or `30s`.
-    #[serde(default = "default_interval")]
+    #[serde(default = "super::source::default_interval")]
     #[schemars(pattern(super::duration::PATTERN))]
     pub interval: String,
     /// Bound on one fetch, like `60s`.
@@ -44,10 +45,6 @@ pub struct GitRepositorySpec {
     pub ignore: Option<String>,
     #[serde(default)]
     pub suspend: bool,
-}
-
-pub fn default_interval() -> String {
-    "1m".into()
 }
 
 /// Signature verification: what must be signed, and the trusted keys (`*.asc` OpenPGP public
@@ -91,29 +88,5 @@ pub struct GitRepositoryRef {
     pub commit: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct GitRepositoryStatus {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    #[serde(default)]
-    pub conditions: Vec<Condition>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub artifact: Option<ArtifactStatus>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_handled_reconcile_at: Option<String>,
-}
-
-/// The artifact of the last fetched revision.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ArtifactStatus {
-    /// Like `main@sha1:<hex>`.
-    pub revision: String,
-    /// `sha256:<hex>` of the reproducible tarball.
-    pub digest: String,
-    pub size: u64,
-    /// Where the agent stores it (a path in its artifact store).
-    pub path: String,
-    pub last_update_time: String,
-}
+/// A GitRepository's status: a source's.
+pub type GitRepositoryStatus = super::source::SourceStatus;

@@ -28,7 +28,7 @@ pub struct KustomizationSpec {
     /// Path inside the artifact; default the root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
-    #[serde(default = "super::gitrepository::default_interval")]
+    #[serde(default = "super::source::default_interval")]
     #[schemars(pattern(super::duration::PATTERN))]
     pub interval: String,
     /// Interval after a failure; default `interval`.
@@ -78,7 +78,7 @@ pub struct KustomizationSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SourceReference {
-    /// `GitRepository`.
+    /// `GitRepository` or `OCIRepository`.
     pub kind: String,
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -5,10 +5,14 @@ pub mod conditions;
 pub mod duration;
 pub mod gitrepository;
 pub mod kustomization;
+pub mod ocirepository;
+pub mod source;
 
 pub use conditions::Condition;
 pub use gitrepository::{GitRepository, GitRepositorySpec, GitRepositoryStatus};
 pub use kustomization::{Kustomization, KustomizationSpec, KustomizationStatus};
+pub use ocirepository::{OCIRepository, OCIRepositorySpec};
+pub use source::{ArtifactStatus, SourceStatus};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -3,9 +3,8 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
@@ -14,16 +13,15 @@ use skewer_sources::reference::revision_commit;
 use skewer_sources::{
     Access, Auth, GitError, GitRefSpec, Keyring, RefError, Resolved, Signed, Verified, VerifyMode,
 };
-use tracing::{Instrument, info};
 
-use crate::api::conditions::{self, SOURCE_VERIFIED};
+use super::source::{self, Common, Fetched, read_secret};
 use crate::api::duration;
-use crate::api::gitrepository::{ArtifactStatus, VerificationMode};
-use crate::api::{GitRepository, GitRepositoryStatus};
+use crate::api::gitrepository::VerificationMode;
+use crate::api::{ArtifactStatus, GitRepository, SourceStatus};
 use crate::artifacts::store_key;
-use crate::runtime::{self, Context, Done, Error, Failure, Reason, Schedule, Session};
+use crate::runtime::{self, Context, Error, Failure, Reason};
 
-crate::reconciled!(GitRepository, GitRepositoryStatus);
+crate::reconciled!(GitRepository, SourceStatus);
 
 /// Why a fetch failed.
 #[derive(Debug, thiserror::Error)]
@@ -82,109 +80,17 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
 }
 
 async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let ns = repo.namespace().ok_or(Error::NoNamespace)?;
-    let name = repo.name_any();
-    let generation = repo.metadata.generation;
-    if repo.spec.suspend {
-        info!(namespace = %ns, name = %name, "reconciliation is suspended");
-        return Ok(Action::await_change());
-    }
-    let started = Instant::now();
-    let mut session = Session::begin(&ctx, repo.as_ref());
-    let interval = match duration::interval("interval", &repo.spec.interval) {
-        Ok(d) => d,
-        Err(msg) => return session.finish(Err(Failure::invalid(msg)), None).await,
+    let spec = &repo.spec;
+    let common = Common {
+        suspend: spec.suspend,
+        interval: &spec.interval,
+        verifies: spec.verify.is_some(),
     };
-    let key = store_key::<GitRepository>(&ns, &name);
-    let span = tracing::info_span!("reconcile", kind = "GitRepository", namespace = %ns, object = %name, revision = tracing::field::Empty);
-    let fetched = fetch(&repo, &ctx, &key, session.old())
-        .instrument(span.clone())
-        .await;
-    if let Ok(Some(a)) = &fetched {
-        span.record("revision", a.artifact.revision.as_str());
-    }
-    ctx.metrics
-        .fetch_duration
-        .observe(started.elapsed().as_secs_f64());
-    let status = &mut session.status;
-    if repo.spec.verify.is_none() {
-        conditions::remove(&mut status.conditions, SOURCE_VERIFIED);
-    }
-    let result = match fetched {
-        Ok(Some(Fetched { artifact, verified })) => {
-            if !verified.is_empty() {
-                let msg = verified
-                    .iter()
-                    .map(|v| {
-                        format!(
-                            "verified signature of {} by {} (key '{}')",
-                            v.object, v.fingerprint, v.key
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("; ");
-                info!(namespace = %ns, name = %name, "{msg}");
-                conditions::set(
-                    &mut status.conditions,
-                    SOURCE_VERIFIED,
-                    true,
-                    Reason::Succeeded.as_str(),
-                    &msg,
-                    generation,
-                );
-            }
-            let previous = status.artifact.as_ref().map(|a| &a.revision);
-            let changed = previous != Some(&artifact.revision);
-            let done = stored(&artifact.revision, false);
-            status.artifact = Some(artifact);
-            Ok(Done {
-                event: if changed {
-                    Reason::NewArtifact
-                } else {
-                    Reason::Succeeded
-                },
-                ..done
-            })
-        }
-        Ok(None) => {
-            let revision = status.artifact.as_ref().map(|a| a.revision.as_str());
-            Ok(stored(revision.unwrap_or_default(), true))
-        }
-        Err(e) => {
-            if e.reason() == Reason::VerificationError {
-                conditions::set(
-                    &mut status.conditions,
-                    SOURCE_VERIFIED,
-                    false,
-                    e.reason().as_str(),
-                    &e.to_string(),
-                    generation,
-                );
-            }
-            Err(Failure::from(e))
-        }
-    };
-    // A source has no retry interval of its own (as in Flux): it retries on its interval.
-    let schedule = Schedule {
-        interval,
-        retry: interval,
-    };
-    session.finish(result, Some(schedule)).await
-}
-
-fn stored(revision: &str, noop: bool) -> Done {
-    Done {
-        reason: Reason::Succeeded,
-        message: format!("stored artifact for revision '{revision}'"),
-        event: Reason::Succeeded,
-        noop,
-    }
-}
-
-/// A newly stored artifact, and whose signatures it passed.
-struct Fetched {
-    artifact: ArtifactStatus,
-    verified: Vec<Verified>,
+    let (repo, ctx) = (repo.as_ref(), ctx.as_ref());
+    source::reconcile(repo, ctx, common, |old| async move {
+        fetch(repo, ctx, &old).await.map_err(Failure::from)
+    })
+    .await
 }
 
 /// Fetches a new artifact if the remote moved; `None` when the stored one is current. With
@@ -193,10 +99,11 @@ struct Fetched {
 async fn fetch(
     repo: &GitRepository,
     ctx: &Context,
-    key: &str,
-    old: &GitRepositoryStatus,
+    old: &SourceStatus,
 ) -> Result<Option<Fetched>, FetchError> {
     let spec = &repo.spec;
+    let ns = repo.namespace().unwrap_or_default();
+    let key = &store_key::<GitRepository>(&ns, &repo.name_any());
     let settings = &ctx.settings;
     super::source_url::check(&spec.url, &settings.data_dir, settings.local_sources)
         .map_err(FetchError::Invalid)?;
@@ -205,9 +112,10 @@ async fn fetch(
         None => Duration::from_secs(60),
     };
     let deadline = deadline_after(timeout);
-    let ns = repo.namespace().unwrap_or_default();
     let auth = match &spec.secret_ref {
-        Some(r) => read_secret(ctx, &ns, &r.name, "spec.secretRef", Auth::from_secret_data).await?,
+        Some(r) => read_secret(ctx, &ns, &r.name, "spec.secretRef", Auth::from_secret_data)
+            .await
+            .map_err(FetchError::Secret)?,
         None => Auth::none(),
     };
     let access = Access { auth, timeout };
@@ -231,11 +139,7 @@ async fn fetch(
         }
     })
     .await?;
-    // A changed spec (say, new ignore rules) rebuilds the artifact even if the commit is the same.
-    let previous = old
-        .artifact
-        .as_ref()
-        .filter(|_| old.observed_generation == repo.metadata.generation);
+    let previous = source::previous(old, repo.metadata.generation);
     if is_current(previous, &resolved, |digest| {
         ctx.store.path_of(key, digest).exists()
     }) {
@@ -256,7 +160,8 @@ async fn fetch(
                 "spec.verify.secretRef",
                 Keyring::from_secret_data,
             )
-            .await?;
+            .await
+            .map_err(FetchError::Secret)?;
             Some((objects, keys))
         }
         None => None,
@@ -275,17 +180,10 @@ async fn fetch(
             let files = skewer_sources::ignore::filter(files, ignore.as_deref());
             let stored = store.put(&k, &resolved.revision, &files)?;
             store.gc(&k, &stored.digest)?;
-            let artifact = ArtifactStatus {
-                revision: stored.revision,
-                digest: stored.digest,
-                size: stored.size,
-                path: stored.path.display().to_string(),
-                last_update_time: jiff::Timestamp::now()
-                    .round(jiff::Unit::Second)
-                    .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
-                    .to_string(),
-            };
-            Ok(Some(Fetched { artifact, verified }))
+            Ok(Some(Fetched {
+                artifact: source::artifact_status(stored, BTreeMap::new()),
+                verified: verified_message(&verified),
+            }))
         },
     )
     .await
@@ -326,28 +224,18 @@ fn check_signatures(
         .collect()
 }
 
-/// Secret `name`, named by the spec `field` that refers to it, read by `parse`. Its absence or
-/// a bad key is a failure retried on the interval (the Secret may be created or fixed later).
-async fn read_secret<T, E: std::fmt::Display>(
-    ctx: &Context,
-    ns: &str,
-    name: &str,
-    field: &str,
-    parse: impl FnOnce(&BTreeMap<String, Vec<u8>>) -> Result<T, E>,
-) -> Result<T, FetchError> {
-    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
-    let secret = api
-        .get_opt(name)
-        .await
-        .map_err(|e| FetchError::Secret(format!("{field}: cannot read secret '{ns}/{name}': {e}")))?
-        .ok_or_else(|| FetchError::Secret(format!("{field}: secret '{ns}/{name}' not found")))?;
-    let data = secret
-        .data
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| (k, v.0))
-        .collect();
-    parse(&data).map_err(|e| FetchError::Secret(format!("secret '{ns}/{name}': {e}")))
+/// What passed verification, for `SourceVerified` (`None` when nothing was checked).
+fn verified_message(verified: &[Verified]) -> Option<String> {
+    if verified.is_empty() {
+        return None;
+    }
+    let each = verified.iter().map(|v| {
+        format!(
+            "verified signature of {} by {} (key '{}')",
+            v.object, v.fingerprint, v.key
+        )
+    });
+    Some(each.collect::<Vec<_>>().join("; "))
 }
 
 /// Whether the stored artifact already is the resolved revision (so nothing is fetched).

@@ -4,6 +4,8 @@
 
 pub mod gitrepository;
 pub mod kustomization;
+pub mod ocirepository;
+pub mod source;
 pub mod source_url;
 
 use std::sync::Arc;
@@ -19,6 +21,7 @@ pub const FINALIZER: &str = "finalizers.skewer.dev";
 pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     tokio::join!(
         gitrepository::run(ctx.clone(), namespace.clone()),
+        ocirepository::run(ctx.clone(), namespace.clone()),
         kustomization::run(ctx, namespace),
     );
 }

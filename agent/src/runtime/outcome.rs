@@ -30,6 +30,10 @@ pub enum Reason {
     /// reached: retried with backoff, and nothing is pruned.
     ClusterUnavailable,
     GitOperationFailed,
+    /// A registry request failed (Flux's reason).
+    OCIArtifactPullFailed,
+    /// An OCI layer was refused: too big, hostile entries, not a `.tar.gz`.
+    OCIArtifactLayerOperationFailed,
     AuthenticationFailed,
     VerificationError,
     StorageOperationFailed,
@@ -53,6 +57,8 @@ impl Reason {
             Reason::OwnershipConflict => "OwnershipConflict",
             Reason::ClusterUnavailable => "ClusterUnavailable",
             Reason::GitOperationFailed => "GitOperationFailed",
+            Reason::OCIArtifactPullFailed => "OCIArtifactPullFailed",
+            Reason::OCIArtifactLayerOperationFailed => "OCIArtifactLayerOperationFailed",
             Reason::AuthenticationFailed => "AuthenticationFailed",
             Reason::VerificationError => "VerificationError",
             Reason::StorageOperationFailed => "StorageOperationFailed",

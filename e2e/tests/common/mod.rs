@@ -4,10 +4,14 @@
 
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+
 use anyhow::Result;
+use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use kube::api::{DynamicObject, ListParams};
-use skewer_agent::api::{GitRepository, Kustomization, KustomizationStatus};
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use skewer_agent::api::{GitRepository, Kustomization, KustomizationStatus, SourceStatus};
+use skewer_agent::artifacts::Source;
 use skewer_e2e::{eventually, hub, kc_apply};
 
 pub const WAIT: Duration = Duration::from_secs(60);
@@ -219,4 +223,65 @@ impl Fixture {
             ),
         )]
     }
+}
+
+/// Creates or replaces Secret `name` with `data` (as stringData).
+pub async fn put_secret(
+    c: &kube::Client,
+    ns: &str,
+    name: &str,
+    data: &[(&str, &str)],
+) -> Result<()> {
+    let api: Api<Secret> = Api::namespaced(c.clone(), ns);
+    let string_data: BTreeMap<String, String> = data
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let secret = serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": ns},
+        "stringData": string_data,
+    });
+    api.patch(
+        name,
+        &PatchParams::apply("e2e").force(),
+        &Patch::Apply(&secret),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The status of source `name` of kind `S`.
+pub async fn source_status<S: Source>(
+    c: &kube::Client,
+    ns: &str,
+    name: &str,
+) -> Result<SourceStatus> {
+    let api: Api<S> = Api::namespaced(c.clone(), ns);
+    Ok(api.get(name).await?.status().cloned().unwrap_or_default())
+}
+
+/// Waits until condition `type_` of source `name` of kind `S` has `status` and a reason and message passing `pred`.
+pub async fn wait_source_condition_of<S: Source>(
+    c: &kube::Client,
+    ns: &str,
+    name: &str,
+    type_: &str,
+    status: &str,
+    pred: impl Fn(&str, &str) -> bool,
+) -> Result<(String, String)> {
+    eventually(
+        &format!("{} {ns}/{name} {type_}={status}", S::KIND),
+        WAIT,
+        || async {
+            let st = source_status::<S>(c, ns, name).await?;
+            match st.conditions.iter().find(|c| c.type_ == type_) {
+                Some(cond) if cond.status == status && pred(&cond.reason, &cond.message) => {
+                    Ok(Some((cond.reason.clone(), cond.message.clone())))
+                }
+                other => anyhow::bail!("{type_}: {other:?}"),
+            }
+        },
+    )
+    .await
 }

@@ -1,7 +1,11 @@
 //! Flux's OCI artifact format, written and read: an image manifest whose config has the media
 //! type `application/vnd.cncf.flux.config.v1+json` and whose one layer is the files as a
 //! `.tar.gz` (`application/vnd.cncf.flux.content.v1.tar+gzip`), annotated with where the files
-//! came from. Pure: the registry I/O is elsewhere (issue 10).
+//! came from. This module is the format (pure); [`registry`] is the I/O, [`cosign`] the
+//! signatures, and [`pull`] the whole of reading one artifact.
+
+pub mod cosign;
+pub mod registry;
 
 use std::collections::BTreeMap;
 
@@ -10,6 +14,8 @@ use thiserror::Error;
 
 use crate::artifact::{File, digest_of, pack};
 use crate::reference::{RefError, highest_matching};
+use crate::untrusted::{self, Limits, Refused};
+use registry::{OciError, Registry, Repository};
 
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
 pub const DOCKER_MANIFEST_MEDIA_TYPE: &str = "application/vnd.docker.distribution.manifest.v2+json";
@@ -28,6 +34,18 @@ pub struct Descriptor {
     pub size: u64,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
+}
+
+impl Descriptor {
+    /// The descriptor of blob `data`, of type `media_type`, without annotations.
+    pub fn of(media_type: &str, data: &[u8]) -> Self {
+        Self {
+            media_type: media_type.into(),
+            digest: digest_of(data),
+            size: data.len() as u64,
+            annotations: BTreeMap::new(),
+        }
+    }
 }
 
 /// An image manifest (OCI image spec), as much of it as artifacts use.
@@ -67,7 +85,7 @@ pub struct Origin {
 
 /// `files` as an artifact in Flux's format.
 pub fn build(files: &[File], origin: &Origin) -> Built {
-    let (layer, layer_digest) = pack(files);
+    let (layer, _) = pack(files);
     let config = b"{}".to_vec();
     let annotations: BTreeMap<String, String> = [
         (CREATED_ANNOTATION, &origin.created),
@@ -80,18 +98,8 @@ pub fn build(files: &[File], origin: &Origin) -> Built {
     let manifest = Manifest {
         schema_version: 2,
         media_type: Some(MANIFEST_MEDIA_TYPE.into()),
-        config: Descriptor {
-            media_type: FLUX_CONFIG_MEDIA_TYPE.into(),
-            digest: digest_of(&config),
-            size: config.len() as u64,
-            annotations: BTreeMap::new(),
-        },
-        layers: vec![Descriptor {
-            media_type: FLUX_CONTENT_MEDIA_TYPE.into(),
-            digest: layer_digest,
-            size: layer.len() as u64,
-            annotations: BTreeMap::new(),
-        }],
+        config: Descriptor::of(FLUX_CONFIG_MEDIA_TYPE, &config),
+        layers: vec![Descriptor::of(FLUX_CONTENT_MEDIA_TYPE, &layer)],
         annotations,
     };
     // Serializing these plain structs cannot fail; an empty manifest would be refused by any
@@ -214,6 +222,92 @@ pub fn revision(pick: &Pick, manifest_digest: &str) -> String {
         Pick::Tag(tag) => format!("{tag}@{manifest_digest}"),
         Pick::Digest(_) => manifest_digest.to_string(),
     }
+}
+
+/// What a ref resolved to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub pick: Pick,
+    /// `sha256:<hex>` of the manifest.
+    pub digest: String,
+    /// Like `v1.2.0@sha256:<hex>`.
+    pub revision: String,
+}
+
+/// Resolves `reference` in `repo`: the tag list when a semver range needs it, then one HEAD
+/// request for a tag's digest (none for a pinned digest).
+pub async fn resolve(
+    registry: &Registry,
+    repo: &Repository,
+    reference: &OciRef,
+) -> Result<Resolved, OciError> {
+    let tags = if reference.needs_tags() {
+        registry.tags(repo).await?
+    } else {
+        Vec::new()
+    };
+    let pick = reference.pick(&tags)?;
+    let digest = match &pick {
+        Pick::Digest(d) => d.clone(),
+        Pick::Tag(t) => registry.digest_of(repo, t).await?,
+    };
+    Ok(Resolved {
+        revision: revision(&pick, &digest),
+        pick,
+        digest,
+    })
+}
+
+/// One artifact read: its manifest, the layer chosen, and that layer's bytes and files.
+#[derive(Debug, Clone)]
+pub struct Pulled {
+    pub manifest: Manifest,
+    pub layer: Descriptor,
+    pub bytes: Vec<u8>,
+    pub files: Vec<File>,
+}
+
+#[derive(Debug, Error)]
+pub enum PullError {
+    #[error(transparent)]
+    Registry(#[from] OciError),
+    #[error("layer {digest}: {refused}")]
+    Refused { digest: String, refused: Refused },
+}
+
+/// Pulls manifest `digest` of `repo` and its layer of `media_type` (the first when `None`),
+/// and reads the layer as an untrusted archive within `limits`, off the async runtime.
+pub async fn pull(
+    registry: &Registry,
+    repo: &Repository,
+    digest: &str,
+    media_type: Option<&str>,
+    limits: Limits,
+) -> Result<Pulled, PullError> {
+    let (manifest, _) = registry.manifest(repo, digest).await?;
+    let layer = select_layer(&manifest, media_type)
+        .map_err(OciError::from)?
+        .clone();
+    let bytes = registry.blob(repo, &layer, limits.compressed).await?;
+    let (bytes, files) = tokio::task::spawn_blocking(move || {
+        let files = untrusted::read(&bytes, limits);
+        (bytes, files)
+    })
+    .await
+    .map_err(|e| PullError::Refused {
+        digest: layer.digest.clone(),
+        refused: Refused::Corrupt(e.to_string()),
+    })?;
+    let files = files.map_err(|refused| PullError::Refused {
+        digest: layer.digest.clone(),
+        refused,
+    })?;
+    Ok(Pulled {
+        manifest,
+        layer,
+        bytes,
+        files,
+    })
 }
 
 #[cfg(test)]

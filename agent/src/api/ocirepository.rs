@@ -1,0 +1,113 @@
+//! OCIRepository: an OCI artifact to pull desired state from (Flux's format, or any artifact
+//! whose layer is a `.tar.gz`), optionally only when cosign-signed, and the artifact last pulled.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::LocalObjectReference;
+use super::source::SourceStatus;
+
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "skewer.dev",
+    version = "v1alpha1",
+    kind = "OCIRepository",
+    namespaced,
+    status = "SourceStatus",
+    shortname = "ocirepo",
+    category = "skewer",
+    printcolumn = r#"{"name":"URL","type":"string","jsonPath":".spec.url"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].message"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OCIRepositorySpec {
+    /// `oci://<registry>/<repository>`, with no tag (that is `ref`'s).
+    pub url: String,
+    /// Which artifact: `digest`, else the highest tag in `semver`, else `tag`, else `latest`.
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub reference: Option<OCIRepositoryRef>,
+    /// Which layer holds the files, and whether to extract it or keep it as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer_selector: Option<LayerSelector>,
+    /// A `kubernetes.io/dockerconfigjson` Secret with the registry's login.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<LocalObjectReference>,
+    /// Only pull artifacts signed by a trusted key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<OCIRepositoryVerification>,
+    /// Where credentials come from: `generic` (the Secret) is the only provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Plain HTTP, for registries without TLS.
+    #[serde(default)]
+    pub insecure: bool,
+    /// How often to check the registry for a new artifact, like `5m`.
+    #[serde(default = "super::source::default_interval")]
+    #[schemars(pattern(super::duration::PATTERN))]
+    pub interval: String,
+    /// Bound on one pull, like `60s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(super::duration::PATTERN))]
+    pub timeout: Option<String>,
+    /// gitignore-style patterns of files to leave out of the artifact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignore: Option<String>,
+    #[serde(default)]
+    pub suspend: bool,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OCIRepositoryRef {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// The highest tag satisfying a version constraint, like `>=1.2.0 <2.0.0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semver: Option<String>,
+    /// A manifest digest, `sha256:<hex>`: pins the artifact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LayerSelector {
+    /// The media type of the layer (default: the first layer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_type: Option<String>,
+    /// `extract` (default) its files into the artifact, or `copy` the layer as the artifact.
+    #[serde(default)]
+    pub operation: LayerOperation,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LayerOperation {
+    #[default]
+    Extract,
+    Copy,
+}
+
+/// Cosign verification: trusted public keys (`*.pub` entries of `secretRef`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OCIRepositoryVerification {
+    /// `cosign`.
+    pub provider: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<LocalObjectReference>,
+    /// Keyless signatures: the identities trusted (any one of them suffices).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_oidc_identity: Vec<OIDCIdentityMatch>,
+}
+
+/// A keyless signer: regular expressions over the certificate's OIDC issuer and subject.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OIDCIdentityMatch {
+    pub issuer: String,
+    pub subject: String,
+}

@@ -1,0 +1,201 @@
+//! `skewer push artifact`, `skewer sign` and `skewer generate-key-pair`: a directory built into
+//! an artifact in Flux's format and pushed, and cosign signatures made and stored beside it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context as _, Result, bail};
+use skewer_sources::dockerconfig::{self, Login};
+use skewer_sources::oci::cosign::{self, Signer};
+use skewer_sources::oci::registry::{Access, Registry, Repository};
+use skewer_sources::oci::{self, Origin};
+
+/// An artifact address on the command line: `oci://<registry>/<repository>` with `:<tag>`
+/// or `@sha256:<hex>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Address {
+    pub repo: Repository,
+    pub tag: Option<String>,
+    pub digest: Option<String>,
+}
+
+impl std::str::FromStr for Address {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (rest, digest) = match s.split_once('@') {
+            Some((r, d)) => (r, Some(d.to_string())),
+            None => (s, None),
+        };
+        let last_slash = rest.rfind('/').unwrap_or(0);
+        let (base, tag) = match rest[last_slash..].find(':') {
+            Some(i) => (
+                &rest[..last_slash + i],
+                Some(rest[last_slash + i + 1..].to_string()),
+            ),
+            None => (rest, None),
+        };
+        let repo = Repository::parse(base)
+            .map_err(|e| e.to_string().trim_start_matches("spec.url: ").to_string())?;
+        if let Some(d) = &digest {
+            let hex = d.strip_prefix("sha256:").unwrap_or_default();
+            if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(format!("'{d}' is not sha256:<64 hex digits>"));
+            }
+        }
+        if tag.as_deref().is_some_and(|t| t.is_empty()) {
+            return Err(format!("'{s}': empty tag"));
+        }
+        Ok(Self { repo, tag, digest })
+    }
+}
+
+/// The registry login: `--creds user:password`, else the Docker config file's entry.
+pub fn login(creds: Option<&str>, registry: &str) -> Result<Option<Login>> {
+    if let Some(c) = creds {
+        let (username, password) = c
+            .split_once(':')
+            .context("--creds: expected <user>:<password>")?;
+        return Ok(Some(Login {
+            username: username.into(),
+            password: password.into(),
+        }));
+    }
+    let dir = std::env::var_os("DOCKER_CONFIG")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".docker")));
+    let Some(path) = dir.map(|d| d.join("config.json")).filter(|p| p.exists()) else {
+        return Ok(None);
+    };
+    let raw = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    let data = BTreeMap::from([(dockerconfig::KEY.to_string(), raw)]);
+    dockerconfig::login_for(&data, registry).with_context(|| format!("{}", path.display()))
+}
+
+/// What `push artifact` is told.
+pub struct Push<'a> {
+    pub address: &'a Address,
+    pub path: &'a Path,
+    pub source: &'a str,
+    pub revision: &'a str,
+    /// RFC 3339; the same files and origin give the same digest.
+    pub created: &'a str,
+    pub access: Access,
+    pub sign_key: Option<&'a Path>,
+}
+
+/// Builds `push.path` into an artifact, pushes it under its tag, and signs it when asked;
+/// returns the manifest digest.
+pub async fn push(push: Push<'_>) -> Result<String> {
+    let a = push.address;
+    if a.digest.is_some() {
+        bail!("push: name a tag (oci://…:<tag>), not a digest");
+    }
+    let tag = a.tag.clone().unwrap_or_else(|| "latest".into());
+    let signer = push.sign_key.map(read_signer).transpose()?;
+    let files = crate::build::source_files(push.path)
+        .with_context(|| format!("reading {}", push.path.display()))?;
+    if files.is_empty() {
+        bail!("{}: no files to push", push.path.display());
+    }
+    let built = oci::build(
+        &files,
+        &Origin {
+            source: push.source.into(),
+            revision: push.revision.into(),
+            created: push.created.into(),
+        },
+    );
+    let registry = Registry::new(&push.access);
+    let digest = registry
+        .push(&a.repo, &tag, &built)
+        .await
+        .with_context(|| format!("pushing {}:{tag}", a.repo))?;
+    if let Some(signer) = signer {
+        cosign::sign(&registry, &a.repo, &digest, &signer)
+            .await
+            .with_context(|| format!("signing {}@{digest}", a.repo))?;
+    }
+    Ok(digest)
+}
+
+/// Signs the artifact at `address` (its tag resolved to a digest first); returns the digest.
+pub async fn sign(address: &Address, key: &Path, access: Access) -> Result<String> {
+    let signer = read_signer(key)?;
+    let registry = Registry::new(&access);
+    let digest = match (&address.digest, &address.tag) {
+        (Some(d), _) => d.clone(),
+        (None, tag) => {
+            let tag = tag.as_deref().unwrap_or("latest");
+            registry
+                .digest_of(&address.repo, tag)
+                .await
+                .with_context(|| format!("resolving {}:{tag}", address.repo))?
+        }
+    };
+    cosign::sign(&registry, &address.repo, &digest, &signer)
+        .await
+        .with_context(|| format!("signing {}@{digest}", address.repo))?;
+    Ok(digest)
+}
+
+/// A signing key: PKCS#8 PEM, or cosign's encrypted key with `COSIGN_PASSWORD`.
+fn read_signer(path: &Path) -> Result<Signer> {
+    let pem = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let password = std::env::var("COSIGN_PASSWORD").ok();
+    let encrypted = String::from_utf8_lossy(&pem).contains("ENCRYPTED");
+    let password = encrypted.then(|| password.unwrap_or_default());
+    Signer::from_pem(&pem, password.as_deref().map(str::as_bytes))
+        .with_context(|| format!("{}", path.display()))
+}
+
+/// Writes `<prefix>.key` (PKCS#8 PEM, mode 0600) and `<prefix>.pub`.
+pub fn generate_key_pair(prefix: &Path) -> Result<()> {
+    let (signer, public) = Signer::generate()?;
+    let key = prefix.with_extension("key");
+    let public_path = prefix.with_extension("pub");
+    for p in [&key, &public_path] {
+        if p.exists() {
+            bail!("{} exists; not overwriting it", p.display());
+        }
+    }
+    write_private(&key, signer.private_pem()?.as_bytes())?;
+    std::fs::write(&public_path, public)
+        .with_context(|| format!("writing {}", public_path.display()))?;
+    Ok(())
+}
+
+fn write_private(path: &Path, data: &[u8]) -> Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    f.write_all(data)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_take_a_tag_or_a_digest() {
+        let a: Address = "oci://127.0.0.1:5000/team/app:v1.2.0".parse().unwrap();
+        assert_eq!(a.repo.registry, "127.0.0.1:5000");
+        assert_eq!(a.repo.repository, "team/app");
+        assert_eq!(a.tag.as_deref(), Some("v1.2.0"));
+        let d = format!("sha256:{}", "a".repeat(64));
+        let a: Address = format!("oci://ghcr.io/team/app@{d}").parse().unwrap();
+        assert_eq!(a.digest.as_deref(), Some(d.as_str()));
+        assert_eq!(a.tag, None);
+        let a: Address = "oci://localhost:5000/app".parse().unwrap();
+        assert_eq!((a.tag, a.digest), (None, None));
+        assert!("oci://ghcr.io/app@sha256:12".parse::<Address>().is_err());
+        assert!("oci://ghcr.io/app:".parse::<Address>().is_err());
+        assert!("ghcr.io/app:v1".parse::<Address>().is_err());
+    }
+}

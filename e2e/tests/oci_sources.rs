@@ -1,0 +1,416 @@
+//! Issue 10 acceptance: OCIRepositories against a real registry on loopback (Debian's
+//! docker-registry), artifacts pushed by `skewer push artifact` and by skopeo, applied by
+//! Kustomizations; semver, digest pins, logins, cosign keys, hostile layers.
+
+mod common;
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use common::*;
+use kube::Api;
+use skewer_agent::api::{Kustomization, OCIRepository};
+use skewer_e2e::registry::{Blob, Registry, copy_tag, push_with_skopeo};
+use skewer_e2e::{eventually, kc_apply};
+
+/// An OCIRepository `src` for `url` polled every second; `extra` is more spec lines.
+fn oci_repository(ns: &str, url: &str, extra: &str) -> Result<()> {
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: OCIRepository\nmetadata: {{name: src, namespace: {ns}}}\nspec:\n  url: {url}\n  interval: 1s\n  insecure: true\n{extra}"
+    ))
+}
+
+/// A Kustomization `app` of the OCIRepository `src`'s root, pruning.
+fn oci_kustomization(ns: &str) -> Result<()> {
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Kustomization\nmetadata: {{name: app, namespace: {ns}}}\nspec:\n  sourceRef: {{kind: OCIRepository, name: src}}\n  path: ./\n  interval: 1m\n  retryInterval: 2s\n  prune: true\n"
+    ))
+}
+
+/// A directory with one ConfigMap `cfg` whose `value` is `value`.
+fn tree(ns: &str, value: &str) -> Result<tempfile::TempDir> {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(
+        dir.path().join("cm.yaml"),
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cfg, namespace: {ns}}}\ndata: {{value: {value}}}\n"
+        ),
+    )?;
+    Ok(dir)
+}
+
+/// `skewer push artifact` of `dir` to `<url>:<tag>`; returns the digest.
+fn push(registry: &Registry, url: &str, tag: &str, dir: &Path, extra: &[&str]) -> Result<String> {
+    let mut cmd = std::process::Command::new(skewer_e2e::skewer_bin());
+    cmd.args(["push", "artifact", &format!("{url}:{tag}"), "--insecure"])
+        .arg("--path")
+        .arg(dir)
+        .args([
+            "--source",
+            "https://git.example.com/app",
+            "--revision",
+            &format!("{tag}@sha1:0123"),
+        ])
+        .args(extra);
+    if let Some((u, p)) = &registry.login {
+        cmd.env("SKEWER_REGISTRY_CREDS", format!("{u}:{p}"));
+    }
+    let out = cmd.output()?;
+    if !out.status.success() {
+        bail!("push: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8(out.stdout)?.trim().to_string())
+}
+
+async fn configmap_value(c: &kube::Client, ns: &str) -> Result<Option<String>> {
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(c.clone(), ns);
+    Ok(api
+        .get_opt("cfg")
+        .await?
+        .and_then(|cm| cm.data)
+        .and_then(|d| d.get("value").cloned()))
+}
+
+async fn applied_revision(c: &kube::Client, ns: &str) -> Result<Option<String>> {
+    let api: Api<Kustomization> = Api::namespaced(c.clone(), ns);
+    Ok(api
+        .get("app")
+        .await?
+        .status
+        .and_then(|s| s.last_applied_revision))
+}
+
+/// Waits until the OCIRepository `src` failed (Ready=False) with a message containing `needle`.
+async fn wait_source_failed(
+    c: &kube::Client,
+    ns: &str,
+    reason: &str,
+    needle: &str,
+) -> Result<String> {
+    let (_, message) =
+        wait_source_condition_of::<OCIRepository>(c, ns, "src", "Ready", "False", |r, m| {
+            r == reason && m.contains(needle)
+        })
+        .await?;
+    Ok(message)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pushed_artifacts_are_applied_semver_moves_digests_pin_and_an_unchanged_tag_downloads_nothing()
+-> Result<()> {
+    let registry = Registry::start()?;
+    let ns = skewer_e2e::namespace("oci")?;
+    let c = client().await;
+    let url = registry.url("team/app");
+    let v1 = push(&registry, &url, "v1.0.0", tree(&ns, "one")?.path(), &[])?;
+    // The same directory, source and revision give the same digest.
+    assert_eq!(
+        push(&registry, &url, "v1.0.0", tree(&ns, "one")?.path(), &[])?,
+        v1
+    );
+
+    let _skewer = skewer_e2e::Skewer::start(&ns)?;
+    oci_repository(&ns, &url, "  ref: {semver: '>=1.0.0'}\n")?;
+    oci_kustomization(&ns)?;
+    wait_applied(&c, &ns, "app", &format!("v1.0.0@{v1}")).await?;
+    assert_eq!(configmap_value(&c, &ns).await?.as_deref(), Some("one"));
+    let st = source_status::<OCIRepository>(&c, &ns, "src").await?;
+    let artifact = st.artifact.context("artifact")?;
+    assert_eq!(
+        artifact.metadata["org.opencontainers.image.source"],
+        "https://git.example.com/app"
+    );
+    assert_eq!(
+        artifact.metadata["org.opencontainers.image.revision"],
+        "v1.0.0@sha1:0123"
+    );
+
+    // Unchanged: tags are listed and nothing else is downloaded, reconcile after reconcile.
+    let blobs = registry.requests("\"GET /v2/team/app/blobs/")?;
+    let lists = registry.requests("\"GET /v2/team/app/tags/list")?;
+    eventually("three more polls of the tag list", WAIT, || async {
+        Ok((registry.requests("\"GET /v2/team/app/tags/list")? >= lists + 3).then_some(()))
+    })
+    .await?;
+    assert_eq!(
+        registry.requests("\"GET /v2/team/app/blobs/")?,
+        blobs,
+        "an unchanged ref downloaded blobs"
+    );
+    assert_eq!(
+        registry.requests("\"GET /v2/team/app/manifests/")?,
+        1,
+        "one manifest GET, for the first pull"
+    );
+
+    // A higher version is picked up; a lower one is not.
+    let v2 = push(&registry, &url, "v1.1.0", tree(&ns, "two")?.path(), &[])?;
+    push(&registry, &url, "v0.9.0", tree(&ns, "old")?.path(), &[])?;
+    wait_applied(&c, &ns, "app", &format!("v1.1.0@{v2}")).await?;
+    assert_eq!(configmap_value(&c, &ns).await?.as_deref(), Some("two"));
+
+    // A digest pins, whatever the tags say.
+    oci_repository(
+        &ns,
+        &url,
+        &format!("  ref: {{digest: '{v1}', semver: '>=1.0.0'}}\n"),
+    )?;
+    wait_applied(&c, &ns, "app", &v1).await?;
+    assert_eq!(
+        applied_revision(&c, &ns).await?.as_deref(),
+        Some(v1.as_str())
+    );
+    assert_eq!(configmap_value(&c, &ns).await?.as_deref(), Some("one"));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_registry_behind_a_login_is_read_with_a_dockerconfigjson_secret() -> Result<()> {
+    let registry = Registry::start_with_login("ci", "s3cret-pass")?;
+    let ns = skewer_e2e::namespace("ocilogin")?;
+    let c = client().await;
+    let url = registry.url("app");
+    let digest = push(&registry, &url, "latest", tree(&ns, "one")?.path(), &[])?;
+    let _skewer = skewer_e2e::Skewer::start(&ns)?;
+    oci_repository(&ns, &url, "")?;
+    oci_kustomization(&ns)?;
+    let message = wait_source_failed(&c, &ns, "AuthenticationFailed", &url).await?;
+    assert!(!message.contains("s3cret"), "{message}");
+
+    let config = registry.docker_config().context("login")?;
+    put_secret(&c, &ns, "regcred", &[(".dockerconfigjson", &config)]).await?;
+    oci_repository(&ns, &url, "  secretRef: {name: regcred}\n")?;
+    wait_applied(&c, &ns, "app", &format!("latest@{digest}")).await?;
+    assert_eq!(configmap_value(&c, &ns).await?.as_deref(), Some("one"));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_artifacts_signed_by_a_trusted_key_are_applied_and_each_refusal_says_why() -> Result<()>
+{
+    let registry = Registry::start()?;
+    let ns = skewer_e2e::namespace("cosign")?;
+    let c = client().await;
+    let keys = tempfile::tempdir()?;
+    let keygen = |name: &str| -> Result<std::path::PathBuf> {
+        let prefix = keys.path().join(name);
+        let out = std::process::Command::new(skewer_e2e::skewer_bin())
+            .args(["generate-key-pair", "--output-key-prefix"])
+            .arg(&prefix)
+            .output()?;
+        if !out.status.success() {
+            bail!(
+                "generate-key-pair: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(prefix)
+    };
+    let (trusted, stranger) = (keygen("release")?, keygen("stranger")?);
+    let url = registry.url("signed");
+    let key_arg = |p: &Path| p.with_extension("key").display().to_string();
+    let signed = push(
+        &registry,
+        &url,
+        "v1",
+        tree(&ns, "one")?.path(),
+        &["--sign-key", &key_arg(&trusted)],
+    )?;
+
+    let _skewer = skewer_e2e::Skewer::start(&ns)?;
+    let public = std::fs::read_to_string(trusted.with_extension("pub"))?;
+    put_secret(&c, &ns, "cosign-keys", &[("release.pub", &public)]).await?;
+    oci_repository(
+        &ns,
+        &url,
+        "  ref: {tag: v1}\n  verify: {provider: cosign, secretRef: {name: cosign-keys}}\n",
+    )?;
+    oci_kustomization(&ns)?;
+    wait_applied(&c, &ns, "app", &format!("v1@{signed}")).await?;
+    let (_, message) = wait_source_condition_of::<OCIRepository>(
+        &c,
+        &ns,
+        "src",
+        "SourceVerified",
+        "True",
+        |_, _| true,
+    )
+    .await?;
+    assert!(message.contains("release.pub"), "{message}");
+
+    // The tag moves to an unsigned artifact: refused, nothing extracted, v1 stays applied.
+    let unsigned = push(&registry, &url, "v1", tree(&ns, "unsigned")?.path(), &[])?;
+    let message = wait_source_failed(&c, &ns, "VerificationError", &unsigned).await?;
+    assert!(message.contains("not signed"), "{message}");
+    wait_source_condition_of::<OCIRepository>(&c, &ns, "src", "SourceVerified", "False", |_, m| {
+        m.contains("not signed")
+    })
+    .await?;
+
+    // Signed by a key nobody trusts.
+    let strangers = push(
+        &registry,
+        &url,
+        "v1",
+        tree(&ns, "stranger")?.path(),
+        &["--sign-key", &key_arg(&stranger)],
+    )?;
+    let message = wait_source_failed(&c, &ns, "VerificationError", &strangers).await?;
+    assert!(
+        message.contains("no signature") && message.contains("trusted key"),
+        "{message}"
+    );
+
+    // A trusted signature copied from another artifact: its payload names that artifact.
+    let replayed = push(&registry, &url, "v1", tree(&ns, "replayed")?.path(), &[])?;
+    let sig = |d: &str| format!("{}.sig", d.replacen(':', "-", 1));
+    copy_tag(&registry, "signed", &sig(&signed), &sig(&replayed))?;
+    let message = wait_source_failed(&c, &ns, "VerificationError", &replayed).await?;
+    assert!(
+        message.contains("names another artifact") && message.contains(&signed),
+        "{message}"
+    );
+
+    assert_eq!(
+        applied_revision(&c, &ns).await?,
+        Some(format!("v1@{signed}"))
+    );
+    assert_eq!(configmap_value(&c, &ns).await?.as_deref(), Some("one"));
+    let st = source_status::<OCIRepository>(&c, &ns, "src").await?;
+    assert_eq!(
+        st.artifact.map(|a| a.revision),
+        Some(format!("v1@{signed}"))
+    );
+    Ok(())
+}
+
+/// A `.tar.gz` of `entries` (path, contents), paths written as given: a test's own hostile
+/// layers, which no well-behaved tool would make.
+fn raw_layer(entries: &[(&str, &[u8])]) -> Result<Vec<u8>> {
+    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    let mut tar = tar::Builder::new(gz);
+    for (path, data) in entries {
+        let mut header = tar::Header::new_old();
+        let name = &mut header.as_old_mut().name;
+        name[..path.len()].copy_from_slice(path.as_bytes());
+        header.set_size(data.len() as u64);
+        header.set_mode(0o644);
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_cksum();
+        tar.append(&header, *data)?;
+    }
+    Ok(tar.into_inner()?.finish()?)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn artifacts_from_other_tools_are_read_by_media_type_and_hostile_layers_are_refused()
+-> Result<()> {
+    let registry = Registry::start()?;
+    let ns = skewer_e2e::namespace("ocilayout")?;
+    let c = client().await;
+    let cm = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cfg, namespace: {ns}}}\ndata: {{value: skopeo}}\n"
+    );
+    let flux_config = Blob {
+        media_type: "application/vnd.cncf.flux.config.v1+json".into(),
+        data: b"{}".to_vec(),
+    };
+    let annotations =
+        serde_json::json!({"org.opencontainers.image.source": "https://elsewhere.example.com/app"});
+    // Flux's format, written by hand and pushed by skopeo.
+    let flux = push_with_skopeo(
+        &registry,
+        "app",
+        "flux",
+        &flux_config,
+        &[Blob {
+            media_type: "application/vnd.cncf.flux.content.v1.tar+gzip".into(),
+            data: raw_layer(&[("cm.yaml", cm.as_bytes())])?,
+        }],
+        annotations.clone(),
+    )?;
+    let _skewer = skewer_e2e::Skewer::start(&ns)?;
+    oci_repository(&ns, &registry.url("app"), "  ref: {tag: flux}\n")?;
+    oci_kustomization(&ns)?;
+    wait_applied(&c, &ns, "app", &format!("flux@{flux}")).await?;
+    assert_eq!(configmap_value(&c, &ns).await?.as_deref(), Some("skopeo"));
+
+    // Another tool's layer type: refused by a selector naming Flux's, read when it names its own.
+    let other_type = "application/vnd.example.manifests.v1.tar+gzip";
+    let other = push_with_skopeo(
+        &registry,
+        "app",
+        "other",
+        &flux_config,
+        &[Blob {
+            media_type: other_type.into(),
+            data: raw_layer(&[("cm.yaml", cm.replace("skopeo", "other").as_bytes())])?,
+        }],
+        annotations.clone(),
+    )?;
+    oci_repository(
+        &ns,
+        &registry.url("app"),
+        "  ref: {tag: other}\n  layerSelector: {mediaType: application/vnd.cncf.flux.content.v1.tar+gzip}\n",
+    )?;
+    let message =
+        wait_source_failed(&c, &ns, "OCIArtifactLayerOperationFailed", other_type).await?;
+    assert!(message.contains("no layer has media type"), "{message}");
+    oci_repository(
+        &ns,
+        &registry.url("app"),
+        &format!("  ref: {{tag: other}}\n  layerSelector: {{mediaType: {other_type}}}\n"),
+    )?;
+    wait_applied(&c, &ns, "app", &format!("other@{other}")).await?;
+    assert_eq!(configmap_value(&c, &ns).await?.as_deref(), Some("other"));
+
+    // Hostile layers: each refused naming its entry; nothing applied, nothing written.
+    let many: Vec<(String, Vec<u8>)> = (0..100_001)
+        .map(|i| (format!("f{i}"), Vec::new()))
+        .collect();
+    let many: Vec<(&str, &[u8])> = many
+        .iter()
+        .map(|(p, d)| (p.as_str(), d.as_slice()))
+        .collect();
+    let bomb = vec![0u8; 300 << 20];
+    for (tag, layer, needle) in [
+        (
+            "dotdot",
+            raw_layer(&[("../escape.yaml", b"x: 1\n")])?,
+            "'../escape.yaml'",
+        ),
+        (
+            "absolute",
+            raw_layer(&[("/etc/escape.yaml", b"x: 1\n")])?,
+            "'/etc/escape.yaml'",
+        ),
+        ("bomb", raw_layer(&[("bomb.bin", &bomb)])?, "inflates"),
+        ("many", raw_layer(&many)?, "entries"),
+    ] {
+        push_with_skopeo(
+            &registry,
+            "app",
+            tag,
+            &flux_config,
+            &[Blob {
+                media_type: "application/vnd.cncf.flux.content.v1.tar+gzip".into(),
+                data: layer,
+            }],
+            annotations.clone(),
+        )?;
+        oci_repository(
+            &ns,
+            &registry.url("app"),
+            &format!("  ref: {{tag: {tag}}}\n"),
+        )?;
+        let message =
+            wait_source_failed(&c, &ns, "OCIArtifactLayerOperationFailed", needle).await?;
+        assert!(message.contains("layer sha256:"), "{tag}: {message}");
+        assert_eq!(
+            applied_revision(&c, &ns).await?,
+            Some(format!("other@{other}")),
+            "{tag}"
+        );
+    }
+    Ok(())
+}
