@@ -16,5 +16,6 @@ pub mod ownership;
 pub mod push;
 pub mod reconcilers;
 pub mod runtime;
+pub mod storage;
 pub mod sync;
 pub mod targets;

@@ -51,6 +51,11 @@ enum Command {
         #[command(subcommand)]
         what: Get,
     },
+    /// Pull from an OCI registry: `skewer pull artifact`.
+    Pull {
+        #[command(subcommand)]
+        what: PullWhat,
+    },
     /// Push to an OCI registry: `skewer push artifact`.
     Push {
         #[command(subcommand)]
@@ -106,6 +111,24 @@ enum PushWhat {
         /// Sign the pushed artifact with this cosign key.
         #[arg(long)]
         sign_key: Option<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum PullWhat {
+    /// Pull the artifact at ADDRESS (oci://…:<tag> or @sha256:…) as an OCIRepository does
+    /// (its first layer read within limits, hostile entries refused) and write its files to
+    /// --output. Prints the revision.
+    Artifact {
+        address: Address,
+        /// A directory that does not exist yet or is empty.
+        #[arg(long, short = 'o')]
+        output: PathBuf,
+        /// Refuse the artifact unless a cosign signature by one of these public keys names it.
+        #[arg(long)]
+        verify_key: Vec<PathBuf>,
         #[command(flatten)]
         registry: RegistryArgs,
     },
@@ -220,6 +243,15 @@ struct RunArgs {
     /// Read cluster Secrets from every namespace.
     #[arg(long, conflicts_with = "cluster_secret_namespace")]
     cluster_secrets_all_namespaces: bool,
+    /// Serve sources' artifacts over HTTP on this address (like `0.0.0.0:9090`), as Flux's
+    /// source-controller does, for controllers that consume Flux sources; each source reports
+    /// its URL in `status.artifact.url`. Off when absent.
+    #[arg(long, env = "SKEWER_STORAGE_ADDR")]
+    storage_addr: Option<std::net::SocketAddr>,
+    /// The host[:port] other controllers reach --storage-addr at (like
+    /// `skewer.skewer-system.svc.cluster.local.`); default: --storage-addr itself.
+    #[arg(long, env = "SKEWER_STORAGE_ADV_ADDR")]
+    storage_adv_addr: Option<String>,
     /// Address for /metrics, /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:8080", env = "SKEWER_METRICS_ADDR")]
     metrics_addr: std::net::SocketAddr,
@@ -312,6 +344,20 @@ async fn main() -> Result<()> {
             println!("{digest}");
             Ok(())
         }
+        Command::Pull {
+            what:
+                PullWhat::Artifact {
+                    address,
+                    output,
+                    verify_key,
+                    registry,
+                },
+        } => {
+            let keys: Vec<&std::path::Path> = verify_key.iter().map(PathBuf::as_path).collect();
+            let revision = push::pull(&address, &output, &keys, registry.access(&address)?).await?;
+            println!("{revision}");
+            Ok(())
+        }
         Command::Sign {
             address,
             key,
@@ -395,6 +441,13 @@ async fn run(args: RunArgs) -> Result<()> {
             || std::env::var_os("KUBERNETES_SERVICE_HOST").is_none(),
         default_service_account: args.default_service_account,
         cross_namespace_refs: !args.no_cross_namespace_refs,
+        storage_url: args.storage_addr.map(|addr| {
+            let host = args
+                .storage_adv_addr
+                .clone()
+                .unwrap_or_else(|| addr.to_string());
+            format!("http://{host}")
+        }),
     };
     if let Some(selector) = args.watch_label_selector {
         runtime::watch::select(selector);
@@ -414,6 +467,16 @@ async fn run(args: RunArgs) -> Result<()> {
     let ctx = runtime::Context::new(config, client, registry, &args.data_dir, settings, metrics)
         .await
         .context("asking the API server its version")?;
+    if let Some(addr) = args.storage_addr {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("listening on {addr} (--storage-addr)"))?;
+        tokio::spawn(skewer_agent::storage::serve(
+            listener,
+            ctx.client.clone(),
+            ctx.store.clone(),
+        ));
+    }
     tracing::info!(namespace = namespace.as_deref().unwrap_or("<all>"), data_dir = %args.data_dir.display(), "skewer running");
     tokio::select! {
         () = reconcilers::run(ctx, namespace) => Ok(()),

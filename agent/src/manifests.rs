@@ -22,7 +22,7 @@ pub fn files(image: &str) -> Result<Vec<(&'static str, String)>, serde_saphyr::S
     Ok(vec![
         ("crds.yaml", to_yaml(&crds)?),
         ("rbac.yaml", to_yaml(&rbac())?),
-        ("deployment.yaml", to_yaml(&[deployment(image)])?),
+        ("deployment.yaml", to_yaml(&[deployment(image), service()])?),
     ])
 }
 
@@ -70,14 +70,20 @@ fn deployment(image: &str) -> Value {
                 "containers": [{
                     "name": "skewer",
                     "image": image,
-                    "args": ["run", "--data-dir=/data", "--log-format=json"],
+                    "args": ["run", "--data-dir=/data", "--log-format=json",
+                        // Artifacts for controllers that consume Flux sources, through the Service.
+                        "--storage-addr=0.0.0.0:9090",
+                        format!("--storage-adv-addr=skewer.{NAMESPACE}.svc.cluster.local.")],
                     "env": [
                         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
                         // The Lease lives beside skewer, not in `default`.
                         {"name": "SKEWER_LEADER_ELECTION_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
                     ],
-                    "ports": [{"name": "http-metrics", "containerPort": 8080, "protocol": "TCP"}],
+                    "ports": [
+                        {"name": "http-metrics", "containerPort": 8080, "protocol": "TCP"},
+                        {"name": "http", "containerPort": 9090, "protocol": "TCP"},
+                    ],
                     "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http-metrics"}},
                     "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http-metrics"}},
                     "volumeMounts": [{"name": "data", "mountPath": "/data"}],
@@ -87,6 +93,16 @@ fn deployment(image: &str) -> Value {
                 "volumes": [{"name": "data", "emptyDir": {}}],
             }
         }
+    }})
+}
+
+/// Where other controllers download artifacts (`status.artifact.url`).
+fn service() -> Value {
+    json!({"apiVersion": "v1", "kind": "Service",
+    "metadata": {"name": "skewer", "namespace": NAMESPACE, "labels": {"app.kubernetes.io/name": "skewer"}},
+    "spec": {
+        "selector": {"app.kubernetes.io/name": "skewer"},
+        "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}],
     }})
 }
 

@@ -1,14 +1,16 @@
-//! `skewer push artifact`, `skewer sign` and `skewer generate-key-pair`: a directory built into
-//! an artifact in Flux's format and pushed, and cosign signatures made and stored beside it.
+//! `skewer push artifact`, `skewer pull artifact`, `skewer sign` and `skewer
+//! generate-key-pair`: a directory built into an artifact in Flux's format and pushed, read
+//! back as an OCIRepository reads it, and cosign signatures made and stored beside it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context as _, Result, bail};
 use skewer_sources::dockerconfig::{self, Login};
-use skewer_sources::oci::cosign::{self, Signer};
-use skewer_sources::oci::registry::{Access, Registry, Repository};
-use skewer_sources::oci::{self, Origin};
+use skewer_sources::oci::cosign::{self, Keys, Signer};
+use skewer_sources::oci::registry::{Access, Progress, Registry, Repository};
+use skewer_sources::oci::{self, OciRef, Origin};
+use skewer_sources::untrusted::Limits;
 
 /// An artifact address on the command line: `oci://<registry>/<repository>` with `:<tag>`
 /// or `@sha256:<hex>`.
@@ -106,7 +108,7 @@ pub async fn push(push: Push<'_>) -> Result<String> {
             created: push.created.into(),
         },
     );
-    let registry = Registry::new(&push.access);
+    let registry = with_bar(Registry::new(&push.access), "pushing");
     let digest = registry
         .push(&a.repo, &tag, &built)
         .await
@@ -117,6 +119,88 @@ pub async fn push(push: Push<'_>) -> Result<String> {
             .with_context(|| format!("signing {}@{digest}", a.repo))?;
     }
     Ok(digest)
+}
+
+/// Pulls the artifact at `address` (verified with the public keys `keys` when given) and
+/// writes its files under `out`, which must be absent or empty; returns the revision.
+pub async fn pull(address: &Address, out: &Path, keys: &[&Path], access: Access) -> Result<String> {
+    if std::fs::read_dir(out).is_ok_and(|mut d| d.next().is_some()) {
+        bail!("{} is not empty", out.display());
+    }
+    let reference = OciRef {
+        tag: address.tag.clone(),
+        semver: None,
+        digest: address.digest.clone(),
+    };
+    let registry = with_bar(Registry::new(&access), "pulling");
+    let resolved = oci::resolve(&registry, &address.repo, &reference).await?;
+    if !keys.is_empty() {
+        let mut data = BTreeMap::new();
+        for k in keys {
+            let name = k
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let pem = std::fs::read(k).with_context(|| format!("reading {}", k.display()))?;
+            data.insert(format!("{}.pub", name.trim_end_matches(".pub")), pem);
+        }
+        let trusted = Keys::from_secret_data(&data)?;
+        let found = cosign::signatures(&registry, &address.repo, &resolved.digest).await?;
+        let by = trusted.verify(&found, &resolved.digest)?;
+        eprintln!("verified: signed by {by}");
+    }
+    let pulled = oci::pull(
+        &registry,
+        &address.repo,
+        &resolved.digest,
+        None,
+        Limits::default(),
+    )
+    .await?;
+    for f in &pulled.files {
+        // Paths were checked by the untrusted read: relative, no `..`.
+        let path = out.join(&f.path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        std::fs::write(&path, &f.data).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(resolved.revision)
+}
+
+/// `registry` drawing a progress bar on stderr when stderr is a terminal (never in logs or
+/// pipes).
+fn with_bar(registry: Registry, verb: &'static str) -> Registry {
+    use std::io::{IsTerminal as _, Write as _};
+    if !std::io::stderr().is_terminal() {
+        return registry;
+    }
+    let bar: Progress = std::sync::Arc::new(move |done: u64, total: u64| {
+        let line = bar_line(verb, done, total);
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "\r{line}");
+        if done >= total {
+            let _ = writeln!(err);
+        }
+    });
+    registry.with_progress(bar)
+}
+
+/// One line of a progress bar: `pushing [#####     ] 12.5/25.0 MB`.
+fn bar_line(verb: &str, done: u64, total: u64) -> String {
+    const WIDTH: u64 = 30;
+    let filled = (done.min(total) * WIDTH)
+        .checked_div(total)
+        .unwrap_or(WIDTH);
+    let filled = usize::try_from(filled).unwrap_or(0);
+    format!(
+        "{verb} [{}{}] {:.1}/{:.1} MB",
+        "#".repeat(filled),
+        " ".repeat(WIDTH as usize - filled),
+        done as f64 / 1e6,
+        total as f64 / 1e6
+    )
 }
 
 /// Signs the artifact at `address` (its tag resolved to a digest first); returns the digest.
@@ -181,6 +265,24 @@ fn write_private(path: &Path, data: &[u8]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_bars_fill_and_never_overflow() {
+        assert_eq!(
+            bar_line("pulling", 0, 10),
+            format!("pulling [{}] 0.0/0.0 MB", " ".repeat(30))
+        );
+        assert!(
+            bar_line("pushing", 5_000_000, 10_000_000).starts_with(&format!(
+                "pushing [{}{}]",
+                "#".repeat(15),
+                " ".repeat(15)
+            ))
+        );
+        // A registry that sends more than it announced, or nothing at all.
+        assert!(bar_line("pulling", 20, 10).starts_with(&format!("pulling [{}]", "#".repeat(30))));
+        assert!(bar_line("pulling", 0, 0).starts_with(&format!("pulling [{}]", "#".repeat(30))));
+    }
 
     #[test]
     fn addresses_take_a_tag_or_a_digest() {

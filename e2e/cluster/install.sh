@@ -20,6 +20,7 @@ command -v rsync >/dev/null || need_pkgs+=(rsync)
 command -v jq >/dev/null || need_pkgs+=(jq)
 command -v dpkg-source >/dev/null || need_pkgs+=(dpkg-dev)
 command -v openssl >/dev/null || need_pkgs+=(openssl)
+command -v curl >/dev/null || need_pkgs+=(curl)
 # Kubernetes 1.20 vendors reflect2 1.0.1, whose map iteration segfaults when built with
 # Go >= 1.18 (the API server crashes encoding custom resources); Debian ships the fix.
 [ -d /usr/share/gocode/src/github.com/modern-go/reflect2 ] || need_pkgs+=(golang-github-modern-go-reflect2-dev)

@@ -62,6 +62,21 @@ fn push(registry: &Registry, url: &str, tag: &str, dir: &Path, extra: &[&str]) -
     Ok(String::from_utf8(out.stdout)?.trim().to_string())
 }
 
+/// `curl` of `url` (the path sent as written, `..` included): the status code and the body.
+fn curl(url: &str) -> Result<(u16, Vec<u8>)> {
+    let out = std::process::Command::new("curl")
+        .args(["-s", "--path-as-is", "-w", "\n%{http_code}", url])
+        .output()?;
+    let mut body = out.stdout;
+    let split = body
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .context("curl printed no status")?;
+    let code = String::from_utf8_lossy(&body[split + 1..]).trim().parse()?;
+    body.truncate(split);
+    Ok((code, body))
+}
+
 async fn configmap_value(c: &kube::Client, ns: &str) -> Result<Option<String>> {
     let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(c.clone(), ns);
     Ok(api
@@ -109,7 +124,9 @@ async fn pushed_artifacts_are_applied_semver_moves_digests_pin_and_an_unchanged_
         v1
     );
 
-    let _skewer = skewer_e2e::Skewer::start(&ns)?;
+    let port = skewer_e2e::git::free_port()?;
+    let storage = format!("127.0.0.1:{port}");
+    let _skewer = skewer_e2e::Skewer::start_with(&ns, &["--storage-addr", &storage])?;
     oci_repository(&ns, &url, "  ref: {semver: '>=1.0.0'}\n")?;
     oci_kustomization(&ns)?;
     wait_applied(&c, &ns, "app", &format!("v1.0.0@{v1}")).await?;
@@ -124,6 +141,18 @@ async fn pushed_artifacts_are_applied_semver_moves_digests_pin_and_an_unchanged_
         artifact.metadata["org.opencontainers.image.revision"],
         "v1.0.0@sha1:0123"
     );
+
+    // Served as Flux's source-controller serves artifacts: exactly the bytes of the digest.
+    let served = artifact.url.clone().context("status.artifact.url")?;
+    assert!(
+        served.starts_with(&format!("http://{storage}/ocirepository/{ns}/src/")),
+        "{served}"
+    );
+    let (code, body) = curl(&served)?;
+    assert_eq!(code, 200);
+    assert_eq!(skewer_sources::artifact::digest_of(&body), artifact.digest);
+    let escape = format!("http://{storage}/ocirepository/{ns}/../../etc/passwd");
+    assert_eq!(curl(&escape)?.0, 404, "{escape}");
 
     // Unchanged: tags are listed and nothing else is downloaded, reconcile after reconcile.
     let blobs = registry.requests("\"GET /v2/team/app/blobs/")?;
@@ -148,6 +177,12 @@ async fn pushed_artifacts_are_applied_semver_moves_digests_pin_and_an_unchanged_
     push(&registry, &url, "v0.9.0", tree(&ns, "old")?.path(), &[])?;
     wait_applied(&c, &ns, "app", &format!("v1.1.0@{v2}")).await?;
     assert_eq!(configmap_value(&c, &ns).await?.as_deref(), Some("two"));
+    // Only current artifacts are served.
+    assert_eq!(
+        curl(&served)?.0,
+        404,
+        "the replaced artifact is still served"
+    );
 
     // A digest pins, whatever the tags say.
     oci_repository(

@@ -168,6 +168,7 @@ async fn fetch(
     };
     let store = ctx.store.clone();
     let ignore = spec.ignore.clone();
+    let served = ctx.settings.storage_url.clone();
     blocking(
         deadline,
         timeout,
@@ -181,7 +182,7 @@ async fn fetch(
             let stored = store.put(&k, &resolved.revision, &files)?;
             store.gc(&k, &stored.digest)?;
             Ok(Some(Fetched {
-                artifact: source::artifact_status(stored, BTreeMap::new()),
+                artifact: source::artifact_status(stored, &k, BTreeMap::new(), served.as_deref()),
                 verified: verified_message(&verified),
             }))
         },

@@ -10,11 +10,11 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
+use skewer_sources::dockerconfig;
 use skewer_sources::oci::cosign::{self, Keys};
 use skewer_sources::oci::registry::{Access, OciError, Registry, Repository};
 use skewer_sources::oci::{self, OciRef, PickError, PullError, Pulled};
 use skewer_sources::untrusted::Limits;
-use skewer_sources::{Store, dockerconfig};
 
 use super::source::{self, Common, Fetched, read_secret};
 use crate::api::duration;
@@ -163,7 +163,7 @@ async fn fetch(
         })?;
         let operation = selector.operation;
         let artifact = store(
-            ctx.store.clone(),
+            ctx,
             key.clone(),
             resolved.revision,
             pulled,
@@ -184,7 +184,7 @@ async fn fetch(
 /// Stores a pulled artifact: its files (`extract`, with `spec.ignore` applied), or its layer
 /// as it is (`copy`), off the async runtime.
 async fn store(
-    store: Store,
+    ctx: &Context,
     key: String,
     revision: String,
     pulled: Pulled,
@@ -193,7 +193,10 @@ async fn store(
 ) -> Result<crate::api::ArtifactStatus, Failure> {
     let failed = |m: String| Failure::new(Reason::StorageOperationFailed, m);
     let metadata: BTreeMap<String, String> = pulled.manifest.annotations.clone();
+    let store = ctx.store.clone();
+    let k = key.clone();
     let stored = tokio::task::spawn_blocking(move || {
+        let key = k;
         let stored = match operation {
             LayerOperation::Extract => {
                 let files = skewer_sources::ignore::filter(pulled.files, ignore.as_deref());
@@ -209,5 +212,10 @@ async fn store(
     .await
     .map_err(|e| failed(e.to_string()))?
     .map_err(|e| failed(e.to_string()))?;
-    Ok(source::artifact_status(stored, metadata))
+    Ok(source::artifact_status(
+        stored,
+        &key,
+        metadata,
+        ctx.settings.storage_url.as_deref(),
+    ))
 }

@@ -131,12 +131,16 @@ fn stored(revision: &str, noop: bool) -> Done {
     }
 }
 
-/// The status of an artifact just stored.
+/// The status of an artifact just stored under `key`; with its download URL when skewer
+/// serves artifacts from `served` (a base URL).
 pub fn artifact_status(
     stored: skewer_sources::Artifact,
+    key: &str,
     metadata: BTreeMap<String, String>,
+    served: Option<&str>,
 ) -> ArtifactStatus {
     ArtifactStatus {
+        url: served.map(|base| crate::storage::url(base, key, &stored.digest)),
         revision: stored.revision,
         digest: stored.digest,
         size: stored.size,
@@ -145,7 +149,6 @@ pub fn artifact_status(
             .round(jiff::Unit::Second)
             .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
             .to_string(),
-        url: None,
         metadata,
     }
 }

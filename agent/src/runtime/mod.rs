@@ -56,6 +56,9 @@ pub struct Settings {
     pub default_service_account: Option<String>,
     /// Whether a Kustomization may name a source (or dependency) in another namespace.
     pub cross_namespace_refs: bool,
+    /// Where other controllers download artifacts (`http://<--storage-adv-addr>`), when
+    /// skewer serves them.
+    pub storage_url: Option<String>,
 }
 
 /// What every reconciler shares.

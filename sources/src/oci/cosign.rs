@@ -416,6 +416,30 @@ mod tests {
         assert!(matches!(e, Unverified::Untrusted { .. }), "{e}");
     }
 
+    /// A signature made by the real cosign tool (provenance in `fixtures/README.md`).
+    #[test]
+    fn a_signature_made_by_cosign_verifies() {
+        let public = include_str!("fixtures/busybox.pub");
+        let found = Found {
+            payload: include_bytes!("fixtures/busybox.payload.json").to_vec(),
+            signature: Some(include_str!("fixtures/busybox.sig").trim().to_string()),
+        };
+        let digest = "sha256:f3cfc9d0dbf931d3db4685ec659b7ac68e2a578219da4aae65427886e649b06b";
+        let keys = keys_of(&[("cosign.pub", public)]);
+        assert_eq!(
+            keys.verify(std::slice::from_ref(&found), digest).unwrap(),
+            "cosign.pub"
+        );
+        // The payload is what skewer writes for the same image and digest.
+        let repo = Repository {
+            registry: "registry-testing.svc.lan".into(),
+            repository: "busybox".into(),
+        };
+        assert_eq!(payload(&repo, digest), found.payload);
+        let e = keys.verify(&[found], DIGEST).unwrap_err();
+        assert!(matches!(e, Unverified::OtherDigest { .. }), "{e}");
+    }
+
     #[test]
     fn keys_come_from_pub_entries_and_bad_ones_are_named() {
         let data: BTreeMap<String, Vec<u8>> = [("notes.txt".to_string(), b"hello".to_vec())].into();

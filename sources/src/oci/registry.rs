@@ -163,11 +163,18 @@ pub struct Access {
     pub insecure: bool,
 }
 
+/// Told how far a transfer is: bytes done, bytes in all.
+pub type Progress = std::sync::Arc<dyn Fn(u64, u64) + Send + Sync>;
+
+/// Pushes with progress go in chunks of this size.
+const PUSH_CHUNK: usize = 1 << 20;
+
 /// One registry session: its own token cache, so two sources with different logins for the
 /// same registry never share credentials.
 pub struct Registry {
     client: oci_client::Client,
     auth: RegistryAuth,
+    progress: Option<Progress>,
 }
 
 impl Registry {
@@ -190,7 +197,14 @@ impl Registry {
         Self {
             client: oci_client::Client::new(config),
             auth,
+            progress: None,
         }
+    }
+
+    /// Reports the progress of blob transfers (for a terminal's progress bar).
+    pub fn with_progress(mut self, progress: Progress) -> Self {
+        self.progress = Some(progress);
+        self
     }
 
     /// Every tag of `repo`, page by page.
@@ -311,6 +325,9 @@ impl Registry {
                 });
             }
             bytes.extend_from_slice(&chunk);
+            if let Some(p) = &self.progress {
+                p(total, layer.size);
+            }
         }
         Ok(bytes)
     }
@@ -349,12 +366,34 @@ impl Registry {
                 .blob_exists(&reference, &descriptor.digest)
                 .await
                 .map_err(|e| OciError::from_client(&what, e))?;
-            if !present {
-                self.client
+            if present {
+                continue;
+            }
+            match &self.progress {
+                None => self
+                    .client
                     .push_blob(&reference, data.clone(), &descriptor.digest)
                     .await
-                    .map_err(|e| OciError::from_client(&what, e))?;
+                    .map(drop),
+                Some(p) => {
+                    let (p, total) = (p.clone(), data.len() as u64);
+                    let mut done = 0u64;
+                    let chunks: Vec<Bytes> = data
+                        .chunks(PUSH_CHUNK)
+                        .map(Bytes::copy_from_slice)
+                        .collect();
+                    let stream = futures::stream::iter(chunks).map(move |c| {
+                        done += c.len() as u64;
+                        p(done, total);
+                        Ok(c)
+                    });
+                    self.client
+                        .push_blob_stream(&reference, stream, &descriptor.digest, Some(total))
+                        .await
+                        .map(drop)
+                }
             }
+            .map_err(|e| OciError::from_client(&what, e))?;
         }
         let content_type = http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE);
         self.client

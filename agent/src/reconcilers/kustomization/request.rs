@@ -262,6 +262,7 @@ mod tests {
             local_sources: true,
             default_service_account: None,
             cross_namespace_refs: true,
+            storage_url: None,
         }
     }
 
