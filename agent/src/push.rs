@@ -176,8 +176,15 @@ fn with_bar(registry: Registry, verb: &'static str) -> Registry {
     if !std::io::stderr().is_terminal() {
         return registry;
     }
+    // Redrawn only when the line changes (a chunk can be a few bytes).
+    let last = std::sync::Mutex::new(String::new());
     let bar: Progress = std::sync::Arc::new(move |done: u64, total: u64| {
         let line = bar_line(verb, done, total);
+        let Ok(mut last) = last.lock() else { return };
+        if *last == line {
+            return;
+        }
+        last.clone_from(&line);
         let mut err = std::io::stderr().lock();
         let _ = write!(err, "\r{line}");
         if done >= total {
