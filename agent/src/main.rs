@@ -120,12 +120,13 @@ enum PushWhat {
 enum PullWhat {
     /// Pull the artifact at ADDRESS (oci://…:<tag> or @sha256:…) as an OCIRepository does
     /// (its first layer read within limits, hostile entries refused) and write its files to
-    /// --output. Prints the revision.
+    /// --output, if given. Prints the revision.
     Artifact {
         address: Address,
-        /// A directory that does not exist yet or is empty.
+        /// A directory that does not exist yet or is empty; without it nothing is written
+        /// (the artifact is only checked: limits, entries, signatures).
         #[arg(long, short = 'o')]
-        output: PathBuf,
+        output: Option<PathBuf>,
         /// Refuse the artifact unless a cosign signature by one of these public keys names it.
         #[arg(long)]
         verify_key: Vec<PathBuf>,
@@ -354,7 +355,13 @@ async fn main() -> Result<()> {
                 },
         } => {
             let keys: Vec<&std::path::Path> = verify_key.iter().map(PathBuf::as_path).collect();
-            let revision = push::pull(&address, &output, &keys, registry.access(&address)?).await?;
+            let revision = push::pull(
+                &address,
+                output.as_deref(),
+                &keys,
+                registry.access(&address)?,
+            )
+            .await?;
             println!("{revision}");
             Ok(())
         }

@@ -322,17 +322,35 @@ async fn only_artifacts_signed_by_a_trusted_key_are_applied_and_each_refusal_say
 /// A `.tar.gz` of `entries` (path, contents), paths written as given: a test's own hostile
 /// layers, which no well-behaved tool would make.
 fn raw_layer(entries: &[(&str, &[u8])]) -> Result<Vec<u8>> {
+    let entries: Vec<Entry> = entries.iter().map(|(p, d)| Entry::File(p, d)).collect();
+    raw_layer_of(&entries)
+}
+
+/// An entry of a hand-made layer.
+enum Entry<'a> {
+    File(&'a str, &'a [u8]),
+    Link(&'a str, &'a str, tar::EntryType),
+}
+
+fn raw_layer_of(entries: &[Entry]) -> Result<Vec<u8>> {
     let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     let mut tar = tar::Builder::new(gz);
-    for (path, data) in entries {
+    for entry in entries {
         let mut header = tar::Header::new_old();
-        let name = &mut header.as_old_mut().name;
-        name[..path.len()].copy_from_slice(path.as_bytes());
+        let (path, data, kind, link) = match entry {
+            Entry::File(p, d) => (*p, *d, tar::EntryType::Regular, None),
+            Entry::Link(p, to, kind) => (*p, &[][..], *kind, Some(*to)),
+        };
+        let old = header.as_old_mut();
+        old.name[..path.len()].copy_from_slice(path.as_bytes());
+        if let Some(to) = link {
+            old.linkname[..to.len()].copy_from_slice(to.as_bytes());
+        }
         header.set_size(data.len() as u64);
         header.set_mode(0o644);
-        header.set_entry_type(tar::EntryType::Regular);
+        header.set_entry_type(kind);
         header.set_cksum();
-        tar.append(&header, *data)?;
+        tar.append(&header, data)?;
     }
     Ok(tar.into_inner()?.finish()?)
 }
@@ -418,6 +436,20 @@ async fn artifacts_from_other_tools_are_read_by_media_type_and_hostile_layers_ar
             "absolute",
             raw_layer(&[("/etc/escape.yaml", b"x: 1\n")])?,
             "'/etc/escape.yaml'",
+        ),
+        (
+            "symlink",
+            raw_layer_of(&[Entry::Link(
+                "cm.yaml",
+                "../../../etc/passwd",
+                tar::EntryType::Symlink,
+            )])?,
+            "'cm.yaml': links to '../../../etc/passwd'",
+        ),
+        (
+            "hardlink",
+            raw_layer_of(&[Entry::Link("cm.yaml", "/etc/passwd", tar::EntryType::Link)])?,
+            "'cm.yaml': links to '/etc/passwd'",
         ),
         ("bomb", raw_layer(&[("bomb.bin", &bomb)])?, "inflates"),
         ("many", raw_layer(&many)?, "entries"),
