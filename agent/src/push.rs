@@ -108,7 +108,7 @@ pub async fn push(push: Push<'_>) -> Result<String> {
             created: push.created.into(),
         },
     );
-    let registry = with_bar(Registry::new(&push.access), "pushing");
+    let registry = with_bar(Registry::new(&push.access)?, "pushing");
     let digest = registry
         .push(&a.repo, &tag, &built)
         .await
@@ -140,7 +140,7 @@ pub async fn pull(
         semver: None,
         digest: address.digest.clone(),
     };
-    let registry = with_bar(Registry::new(&access), "pulling");
+    let registry = with_bar(Registry::new(&access)?, "pulling");
     let resolved = oci::resolve(&registry, &address.repo, &reference).await?;
     if !keys.is_empty() {
         let mut data = BTreeMap::new();
@@ -226,7 +226,7 @@ fn bar_line(verb: &str, done: u64, total: u64) -> String {
 /// Signs the artifact at `address` (its tag resolved to a digest first); returns the digest.
 pub async fn sign(address: &Address, key: &Path, access: Access) -> Result<String> {
     let signer = read_signer(key)?;
-    let registry = Registry::new(&access);
+    let registry = Registry::new(&access)?;
     let digest = match (&address.digest, &address.tag) {
         (Some(d), _) => d.clone(),
         (None, tag) => {

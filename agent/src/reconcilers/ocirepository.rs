@@ -105,7 +105,8 @@ async fn fetch(
     let registry = Registry::new(&Access {
         login,
         insecure: spec.insecure,
-    });
+    })
+    .map_err(pull_failure)?;
     let r = spec.reference.clone().unwrap_or_default();
     let reference = OciRef {
         tag: r.tag,

@@ -107,7 +107,7 @@ fn main() -> Result<()> {
         let client = Client::new(&Access {
             login: None,
             insecure: true,
-        });
+        })?;
         let repo = Repository::parse(&format!("oci://{}/bench/app", registry.host))?;
         let reference = OciRef {
             tag: Some("v1".into()),

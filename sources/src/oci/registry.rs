@@ -178,7 +178,8 @@ pub struct Registry {
 }
 
 impl Registry {
-    pub fn new(access: &Access) -> Self {
+    /// A session with `access`; fails only when no HTTP client can be built (TLS roots).
+    pub fn new(access: &Access) -> Result<Self, OciError> {
         let config = ClientConfig {
             protocol: if access.insecure {
                 ClientProtocol::Http
@@ -194,11 +195,17 @@ impl Registry {
             Some(l) => RegistryAuth::Basic(l.username.clone(), l.password.clone()),
             None => RegistryAuth::Anonymous,
         };
-        Self {
-            client: oci_client::Client::new(config),
+        // Not `Client::new`, which falls back to a default client (HTTPS, whatever
+        // `insecure` said) when its configuration cannot be built.
+        let client = oci_client::Client::try_from(config).map_err(|e| OciError::Registry {
+            what: "the registry client".into(),
+            message: e.to_string(),
+        })?;
+        Ok(Self {
+            client,
             auth,
             progress: None,
-        }
+        })
     }
 
     /// Reports the progress of blob transfers (for a terminal's progress bar).
