@@ -39,11 +39,8 @@ impl std::str::FromStr for Address {
         };
         let repo = Repository::parse(base)
             .map_err(|e| e.to_string().trim_start_matches("spec.url: ").to_string())?;
-        if let Some(d) = &digest {
-            let hex = d.strip_prefix("sha256:").unwrap_or_default();
-            if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(format!("'{d}' is not sha256:<64 hex digits>"));
-            }
+        if let Some(d) = digest.as_deref().filter(|d| !oci::is_digest(d)) {
+            return Err(format!("'{d}' is not sha256:<64 hex digits>"));
         }
         if tag.as_deref().is_some_and(|t| t.is_empty()) {
             return Err(format!("'{s}': empty tag"));

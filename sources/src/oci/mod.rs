@@ -162,6 +162,13 @@ pub fn select_layer<'a>(
         })
 }
 
+/// Whether `s` is a manifest digest as refs and addresses write it: `sha256:` and 64 hex
+/// digits (either case).
+pub fn is_digest(s: &str) -> bool {
+    s.strip_prefix("sha256:")
+        .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 /// Which artifact an OCIRepository follows (`spec.ref`): Flux's precedence is digest, then
 /// semver, then tag, then `latest`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -197,8 +204,7 @@ impl OciRef {
     /// The reference to pull, given the repository's tags when [`OciRef::needs_tags`].
     pub fn pick(&self, tags: &[String]) -> Result<Pick, PickError> {
         if let Some(digest) = &self.digest {
-            let hex = digest.strip_prefix("sha256:").unwrap_or_default();
-            if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            if !is_digest(digest) {
                 return Err(PickError::BadDigest(digest.clone()));
             }
             return Ok(Pick::Digest(digest.to_ascii_lowercase()));
