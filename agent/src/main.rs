@@ -128,8 +128,18 @@ enum PullWhat {
         #[arg(long, short = 'o')]
         output: Option<PathBuf>,
         /// Refuse the artifact unless a cosign signature by one of these public keys names it.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "trusted_root")]
         verify_key: Vec<PathBuf>,
+        /// Refuse the artifact unless a keyless cosign signature names it, checked offline
+        /// against this Sigstore trusted root (trusted_root.json).
+        #[arg(long, requires_all = ["certificate_identity_regexp", "certificate_oidc_issuer_regexp"])]
+        trusted_root: Option<PathBuf>,
+        /// With --trusted-root: the signer's certificate subject (email or URI) must match.
+        #[arg(long, requires = "trusted_root")]
+        certificate_identity_regexp: Option<String>,
+        /// With --trusted-root: the signer's OIDC issuer must match.
+        #[arg(long, requires = "trusted_root")]
+        certificate_oidc_issuer_regexp: Option<String>,
         #[command(flatten)]
         registry: RegistryArgs,
     },
@@ -351,14 +361,24 @@ async fn main() -> Result<()> {
                     address,
                     output,
                     verify_key,
+                    trusted_root,
+                    certificate_identity_regexp,
+                    certificate_oidc_issuer_regexp,
                     registry,
                 },
         } => {
-            let keys: Vec<&std::path::Path> = verify_key.iter().map(PathBuf::as_path).collect();
+            let keyless = trusted_root.map(|root| {
+                let identity = (
+                    certificate_oidc_issuer_regexp.unwrap_or_default(),
+                    certificate_identity_regexp.unwrap_or_default(),
+                );
+                (root, identity)
+            });
+            let trust = push::trust(&verify_key, keyless)?;
             let revision = push::pull(
                 &address,
                 output.as_deref(),
-                &keys,
+                trust.as_ref(),
                 registry.access(&address)?,
             )
             .await?;

@@ -3,11 +3,12 @@
 //! back as an OCIRepository reads it, and cosign signatures made and stored beside it.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
 use skewer_sources::dockerconfig::{self, Login};
-use skewer_sources::oci::cosign::{self, Keys, Signer};
+use skewer_sources::oci::cosign::{self, Signer, Trust};
+use skewer_sources::oci::keyless::{Identities, TRUSTED_ROOT_KEY};
 use skewer_sources::oci::registry::{Access, Progress, Registry, Repository};
 use skewer_sources::oci::{self, OciRef, Origin};
 use skewer_sources::untrusted::Limits;
@@ -118,13 +119,41 @@ pub async fn push(push: Push<'_>) -> Result<String> {
     Ok(digest)
 }
 
-/// Pulls the artifact at `address` (verified with the public keys `keys` when given) and
-/// writes its files under `out`, which must be absent or empty (nothing is written without
-/// it: the artifact is only checked); returns the revision.
+/// What `pull` verifies against: public key files, or a trusted root file and one
+/// (issuer, subject) identity for keyless signatures; `None` when neither is given.
+pub fn trust(
+    keys: &[PathBuf],
+    keyless: Option<(PathBuf, (String, String))>,
+) -> Result<Option<Trust>> {
+    let read = |p: &Path| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
+    if let Some((root, identity)) = keyless {
+        let ids = Identities::new(&[identity])?;
+        let data = [(TRUSTED_ROOT_KEY.to_string(), read(&root)?)].into();
+        let trust = Trust::from_secret_data(&data, Some(ids))
+            .with_context(|| format!("--trusted-root {}", root.display()))?;
+        return Ok(Some(trust));
+    }
+    if keys.is_empty() {
+        return Ok(None);
+    }
+    let mut data = BTreeMap::new();
+    for k in keys {
+        let name = k
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        data.insert(format!("{}.pub", name.trim_end_matches(".pub")), read(k)?);
+    }
+    Ok(Some(Trust::from_secret_data(&data, None)?))
+}
+
+/// Pulls the artifact at `address` (verified against `trust` when given) and writes its
+/// files under `out`, which must be absent or empty (nothing is written without it: the
+/// artifact is only checked); returns the revision.
 pub async fn pull(
     address: &Address,
     out: Option<&Path>,
-    keys: &[&Path],
+    trust: Option<&Trust>,
     access: Access,
 ) -> Result<String> {
     if let Some(out) = out
@@ -139,17 +168,7 @@ pub async fn pull(
     };
     let registry = with_bar(Registry::new(&access)?, "pulling");
     let resolved = oci::resolve(&registry, &address.repo, &reference).await?;
-    if !keys.is_empty() {
-        let mut data = BTreeMap::new();
-        for k in keys {
-            let name = k
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let pem = std::fs::read(k).with_context(|| format!("reading {}", k.display()))?;
-            data.insert(format!("{}.pub", name.trim_end_matches(".pub")), pem);
-        }
-        let trusted = Keys::from_secret_data(&data)?;
+    if let Some(trusted) = trust {
         let found = cosign::signatures(&registry, &address.repo, &resolved.digest).await?;
         let by = trusted.verify(&found, &resolved.digest)?;
         eprintln!("verified: signed by {by}");

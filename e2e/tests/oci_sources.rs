@@ -7,6 +7,7 @@ mod common;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
+use base64::Engine as _;
 use common::*;
 use kube::Api;
 use skewer_agent::api::{Kustomization, OCIRepository};
@@ -95,16 +96,17 @@ async fn applied_revision(c: &kube::Client, ns: &str) -> Result<Option<String>> 
         .and_then(|s| s.last_applied_revision))
 }
 
-/// Waits until the OCIRepository `src` failed (Ready=False) with a message containing `needle`.
+/// Waits until the OCIRepository `src` failed (Ready=False) with a message containing every
+/// one of `needles`.
 async fn wait_source_failed(
     c: &kube::Client,
     ns: &str,
     reason: &str,
-    needle: &str,
+    needles: &[&str],
 ) -> Result<String> {
     let (_, message) =
         wait_source_condition_of::<OCIRepository>(c, ns, "src", "Ready", "False", |r, m| {
-            r == reason && m.contains(needle)
+            r == reason && needles.iter().all(|n| m.contains(n))
         })
         .await?;
     Ok(message)
@@ -209,7 +211,7 @@ async fn a_registry_behind_a_login_is_read_with_a_dockerconfigjson_secret() -> R
     let _skewer = skewer_e2e::Skewer::start(&ns)?;
     oci_repository(&ns, &url, "")?;
     oci_kustomization(&ns)?;
-    let message = wait_source_failed(&c, &ns, "AuthenticationFailed", &url).await?;
+    let message = wait_source_failed(&c, &ns, "AuthenticationFailed", &[&url]).await?;
     assert!(!message.contains("s3cret"), "{message}");
 
     let config = registry.docker_config().context("login")?;
@@ -275,7 +277,7 @@ async fn only_artifacts_signed_by_a_trusted_key_are_applied_and_each_refusal_say
 
     // The tag moves to an unsigned artifact: refused, nothing extracted, v1 stays applied.
     let unsigned = push(&registry, &url, "v1", tree(&ns, "unsigned")?.path(), &[])?;
-    let message = wait_source_failed(&c, &ns, "VerificationError", &unsigned).await?;
+    let message = wait_source_failed(&c, &ns, "VerificationError", &[&unsigned]).await?;
     assert!(message.contains("not signed"), "{message}");
     wait_source_condition_of::<OCIRepository>(&c, &ns, "src", "SourceVerified", "False", |_, m| {
         m.contains("not signed")
@@ -290,9 +292,15 @@ async fn only_artifacts_signed_by_a_trusted_key_are_applied_and_each_refusal_say
         tree(&ns, "stranger")?.path(),
         &["--sign-key", &key_arg(&stranger)],
     )?;
-    let message = wait_source_failed(&c, &ns, "VerificationError", &strangers).await?;
+    let message = wait_source_failed(
+        &c,
+        &ns,
+        "VerificationError",
+        &[&strangers, "keys 'release.pub'"],
+    )
+    .await?;
     assert!(
-        message.contains("no signature") && message.contains("trusted key"),
+        message.contains("no signature") && message.contains("keys 'release.pub'"),
         "{message}"
     );
 
@@ -300,7 +308,8 @@ async fn only_artifacts_signed_by_a_trusted_key_are_applied_and_each_refusal_say
     let replayed = push(&registry, &url, "v1", tree(&ns, "replayed")?.path(), &[])?;
     let sig = |d: &str| format!("{}.sig", d.replacen(':', "-", 1));
     copy_tag(&registry, "signed", &sig(&signed), &sig(&replayed))?;
-    let message = wait_source_failed(&c, &ns, "VerificationError", &replayed).await?;
+    let message =
+        wait_source_failed(&c, &ns, "VerificationError", &[&replayed, "names another"]).await?;
     assert!(
         message.contains("names another artifact") && message.contains(&signed),
         "{message}"
@@ -315,6 +324,309 @@ async fn only_artifacts_signed_by_a_trusted_key_are_applied_and_each_refusal_say
     assert_eq!(
         st.artifact.map(|a| a.revision),
         Some(format!("v1@{signed}"))
+    );
+    Ok(())
+}
+
+/// `openssl` with `args` in `dir`.
+fn openssl(dir: &Path, args: &[&str]) -> Result<()> {
+    let out = std::process::Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()?;
+    if !out.status.success() {
+        bail!("openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(())
+}
+
+/// The base64 body of a PEM block (the DER, base64-encoded).
+fn pem_body(pem: &str) -> String {
+    pem.lines().filter(|l| !l.starts_with("-----")).collect()
+}
+
+/// A private Sigstore made with openssl and skewer's own key generation: a Fulcio-like CA,
+/// a Rekor-like log key, and the trusted_root.json naming both.
+struct Sigstore {
+    dir: tempfile::TempDir,
+    log: skewer_sources::oci::cosign::Signer,
+    log_id: String,
+    trusted_root: String,
+}
+
+impl Sigstore {
+    fn new() -> Result<Self> {
+        let dir = tempfile::tempdir()?;
+        Self::new_ca(dir.path())?;
+        let (log, log_pub) = skewer_sources::oci::cosign::Signer::generate()?;
+        let log_der = base64::engine::general_purpose::STANDARD.decode(pem_body(&log_pub))?;
+        let log_id = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&log_der));
+        let ca = std::fs::read_to_string(dir.path().join("ca.crt"))?;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let trusted_root = serde_json::json!({
+            "mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1",
+            "tlogs": [{
+                "baseUrl": "https://rekor.skewer.test",
+                "hashAlgorithm": "SHA2_256",
+                "publicKey": {
+                    "rawBytes": pem_body(&log_pub),
+                    "keyDetails": "PKIX_ECDSA_P256_SHA_256",
+                    "validFor": {"start": "2020-01-01T00:00:00Z"}
+                },
+                "logId": {"keyId": b64(&hex::decode(&log_id)?)}
+            }],
+            "certificateAuthorities": [{
+                "subject": {"organization": "skewer-e2e", "commonName": "fulcio"},
+                "uri": "https://fulcio.skewer.test",
+                "certChain": {"certificates": [{"rawBytes": pem_body(&ca)}]},
+                "validFor": {"start": "2020-01-01T00:00:00Z"}
+            }]
+        })
+        .to_string();
+        Ok(Self {
+            dir,
+            log,
+            log_id,
+            trusted_root,
+        })
+    }
+
+    /// A new CA key and certificate in `dir`, replacing any there.
+    fn new_ca(dir: &Path) -> Result<()> {
+        openssl(
+            dir,
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-384",
+                "-nodes",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-days",
+                "30",
+                "-subj",
+                "/O=skewer-e2e/CN=fulcio",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign",
+            ],
+        )
+    }
+
+    /// Signs `digest` of `url` keylessly as (`issuer`, `subject`): a fresh key, a
+    /// certificate for it from the CA, a signature, and the log's signed entry for it; stored
+    /// beside the artifact as cosign stores keyless signatures.
+    async fn sign(&self, url: &str, digest: &str, issuer: &str, subject: &str) -> Result<()> {
+        use skewer_sources::oci::cosign::{self, SIGNATURE_ANNOTATION, Signer};
+        use skewer_sources::oci::keyless::{BUNDLE_ANNOTATION, CERTIFICATE_ANNOTATION};
+        use skewer_sources::oci::registry::{Access, Registry as Client, Repository};
+        let d = self.dir.path();
+        let (key, _) = Signer::generate()?;
+        std::fs::write(d.join("leaf.key"), key.private_pem()?)?;
+        std::fs::write(
+            d.join("leaf.ext"),
+            format!(
+                "keyUsage=critical,digitalSignature\nextendedKeyUsage=codeSigning\n\
+                 basicConstraints=critical,CA:FALSE\nsubjectAltName=critical,URI:{subject}\n\
+                 1.3.6.1.4.1.57264.1.8=ASN1:UTF8String:{issuer}\n"
+            ),
+        )?;
+        openssl(
+            d,
+            &[
+                "req",
+                "-new",
+                "-key",
+                "leaf.key",
+                "-subj",
+                "/O=skewer-e2e",
+                "-out",
+                "leaf.csr",
+            ],
+        )?;
+        openssl(
+            d,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "leaf.csr",
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "1",
+                "-extfile",
+                "leaf.ext",
+                "-out",
+                "leaf.crt",
+            ],
+        )?;
+        let cert = std::fs::read_to_string(d.join("leaf.crt"))?;
+        let repo = Repository::parse(url)?;
+        let payload = cosign::payload(&repo, digest);
+        let signature = key.sign(&payload)?;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let body = serde_json::json!({
+            "apiVersion": "0.0.1",
+            "kind": "hashedrekord",
+            "spec": {
+                "data": {"hash": {
+                    "algorithm": "sha256",
+                    "value": hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&payload))
+                }},
+                "signature": {"content": signature, "publicKey": {"content": b64(cert.as_bytes())}}
+            }
+        });
+        let body = b64(body.to_string().as_bytes());
+        let time = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_secs();
+        // The signed entry timestamp signs the canonical JSON of the entry's summary.
+        let canonical = format!(
+            r#"{{"body":"{body}","integratedTime":{time},"logID":"{}","logIndex":7}}"#,
+            self.log_id
+        );
+        let bundle = serde_json::json!({
+            "SignedEntryTimestamp": self.log.sign(canonical.as_bytes())?,
+            "Payload": {"body": body, "integratedTime": time, "logIndex": 7, "logID": self.log_id}
+        });
+        let annotations = [
+            (SIGNATURE_ANNOTATION, signature),
+            (CERTIFICATE_ANNOTATION, cert),
+            (BUNDLE_ANNOTATION, bundle.to_string()),
+        ]
+        .map(|(k, v)| (k.to_string(), v))
+        .into();
+        let client = Client::new(&Access {
+            login: None,
+            insecure: true,
+        })?;
+        cosign::attach(&client, &repo, digest, payload, annotations).await?;
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keyless_signatures_are_checked_offline_against_a_trusted_root_and_identities() -> Result<()>
+{
+    let registry = Registry::start()?;
+    let ns = skewer_e2e::namespace("keyless")?;
+    let c = client().await;
+    let sigstore = Sigstore::new()?;
+    let url = registry.url("keyless");
+    let actions = "https://token.actions.githubusercontent.com";
+    let release =
+        "https://github.com/example/platform/.github/workflows/release.yml@refs/heads/main";
+    let signed = push(&registry, &url, "v1", tree(&ns, "one")?.path(), &[])?;
+    sigstore.sign(&url, &signed, actions, release).await?;
+
+    let _skewer = skewer_e2e::Skewer::start(&ns)?;
+    put_secret(
+        &c,
+        &ns,
+        "sigstore",
+        &[("trusted_root.json", &sigstore.trusted_root)],
+    )
+    .await?;
+    let verify = |subject: &str| {
+        format!(
+            "  ref: {{tag: v1}}\n  verify:\n    provider: cosign\n    secretRef: {{name: sigstore}}\n    matchOIDCIdentity:\n    - {{issuer: '^https://token\\.actions\\.githubusercontent\\.com$', subject: '{subject}'}}\n"
+        )
+    };
+    oci_repository(
+        &ns,
+        &url,
+        &verify("^https://github\\.com/example/platform/\\.github/workflows/release\\.yml@"),
+    )?;
+    oci_kustomization(&ns)?;
+    let (_, message) = wait_source_condition_of::<OCIRepository>(
+        &c,
+        &ns,
+        "src",
+        "SourceVerified",
+        "True",
+        |_, _| true,
+    )
+    .await?;
+    assert!(
+        message.contains(release) && message.contains(actions),
+        "{message}"
+    );
+    wait_applied(&c, &ns, "app", &format!("v1@{signed}")).await?;
+
+    // The tag moves to an artifact signed by another workflow: refused, naming who signed.
+    let pr = "https://github.com/example/platform/.github/workflows/pr.yml@refs/pull/1/merge";
+    let other = push(&registry, &url, "v1", tree(&ns, "two")?.path(), &[])?;
+    sigstore.sign(&url, &other, actions, pr).await?;
+    let signer = format!("subject '{pr}'");
+    let message = wait_source_failed(&c, &ns, "VerificationError", &[&other, &signer]).await?;
+    assert!(message.contains("matchOIDCIdentity"), "{message}");
+
+    // The allowed identity, logged by the trusted log, but certified by a CA the trusted
+    // root does not name.
+    let forged = push(&registry, &url, "v1", tree(&ns, "three")?.path(), &[])?;
+    Sigstore::new_ca(sigstore.dir.path())?;
+    sigstore.sign(&url, &forged, actions, release).await?;
+    let message = wait_source_failed(
+        &c,
+        &ns,
+        "VerificationError",
+        &[&forged, "trusted root issued"],
+    )
+    .await?;
+    assert!(
+        message.contains("not one the trusted root issued"),
+        "{message}"
+    );
+
+    assert_eq!(
+        applied_revision(&c, &ns).await?,
+        Some(format!("v1@{signed}"))
+    );
+    assert_eq!(configmap_value(&c, &ns).await?.as_deref(), Some("one"));
+
+    // The command line checks the same signature against the same root.
+    let root = sigstore.dir.path().join("trusted_root.json");
+    std::fs::write(&root, &sigstore.trusted_root)?;
+    let pull = |identity: &str| {
+        std::process::Command::new(skewer_e2e::skewer_bin())
+            .args([
+                "pull",
+                "artifact",
+                &format!("{url}@{signed}"),
+                "--insecure",
+                "--trusted-root",
+            ])
+            .arg(&root)
+            .args([
+                "--certificate-oidc-issuer-regexp",
+                actions,
+                "--certificate-identity-regexp",
+                identity,
+            ])
+            .output()
+    };
+    let out = pull("release\\.yml")?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = pull("pr\\.yml")?;
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no signature"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
     Ok(())
 }
@@ -407,7 +719,7 @@ async fn artifacts_from_other_tools_are_read_by_media_type_and_hostile_layers_ar
         "  ref: {tag: other}\n  layerSelector: {mediaType: application/vnd.cncf.flux.content.v1.tar+gzip}\n",
     )?;
     let message =
-        wait_source_failed(&c, &ns, "OCIArtifactLayerOperationFailed", other_type).await?;
+        wait_source_failed(&c, &ns, "OCIArtifactLayerOperationFailed", &[other_type]).await?;
     assert!(message.contains("no layer has media type"), "{message}");
     oci_repository(
         &ns,
@@ -471,7 +783,7 @@ async fn artifacts_from_other_tools_are_read_by_media_type_and_hostile_layers_ar
             &format!("  ref: {{tag: {tag}}}\n"),
         )?;
         let message =
-            wait_source_failed(&c, &ns, "OCIArtifactLayerOperationFailed", needle).await?;
+            wait_source_failed(&c, &ns, "OCIArtifactLayerOperationFailed", &[needle]).await?;
         assert!(message.contains("layer sha256:"), "{tag}: {message}");
         assert_eq!(
             applied_revision(&c, &ns).await?,

@@ -91,7 +91,8 @@ pub enum LayerOperation {
     Copy,
 }
 
-/// Cosign verification: trusted public keys (`*.pub` entries of `secretRef`).
+/// Cosign verification: trusted public keys (`*.pub` entries of `secretRef`), or keyless
+/// identities under a trusted root.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OCIRepositoryVerification {
@@ -99,8 +100,13 @@ pub struct OCIRepositoryVerification {
     pub provider: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<LocalObjectReference>,
-    /// Keyless signatures: the identities trusted (any one of them suffices).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Keyless signatures: the identities trusted (any one of them suffices); `secretRef` then
+    /// holds Sigstore's `trusted_root.json`.
+    #[serde(
+        default,
+        rename = "matchOIDCIdentity",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub match_oidc_identity: Vec<OIDCIdentityMatch>,
 }
 
@@ -110,4 +116,37 @@ pub struct OCIRepositoryVerification {
 pub struct OIDCIdentityMatch {
     pub issuer: String,
     pub subject: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An OCIRepository as Flux's documentation writes one reads unchanged.
+    #[test]
+    fn fluxs_oci_repository_reads_with_its_field_names() {
+        let spec: OCIRepositorySpec = serde_saphyr::from_str(
+            r#"
+interval: 5m
+url: oci://ghcr.io/stefanprodan/manifests/podinfo
+ref: {semver: ">=6.0.0"}
+layerSelector: {mediaType: "application/vnd.cncf.flux.content.v1.tar+gzip", operation: copy}
+verify:
+  provider: cosign
+  secretRef: {name: sigstore-root}
+  matchOIDCIdentity:
+  - issuer: "^https://token.actions.githubusercontent.com$"
+    subject: "^https://github.com/stefanprodan/podinfo.*$"
+"#,
+        )
+        .unwrap();
+        let verify = spec.verify.unwrap();
+        assert_eq!(verify.match_oidc_identity.len(), 1);
+        assert_eq!(
+            verify.match_oidc_identity[0].subject,
+            "^https://github.com/stefanprodan/podinfo.*$"
+        );
+        let layer = spec.layer_selector.unwrap();
+        assert_eq!(layer.operation, LayerOperation::Copy);
+    }
 }

@@ -11,7 +11,8 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use skewer_sources::dockerconfig;
-use skewer_sources::oci::cosign::{self, Keys};
+use skewer_sources::oci::cosign::{self, Trust};
+use skewer_sources::oci::keyless::Identities;
 use skewer_sources::oci::registry::{Access, OciError, Registry, Repository};
 use skewer_sources::oci::{self, OciRef, PickError, PullError, Pulled};
 use skewer_sources::untrusted::Limits;
@@ -52,26 +53,40 @@ fn pull_failure(e: OciError) -> Failure {
     Failure::new(reason, e.to_string())
 }
 
-/// The trusted keys of `spec.verify`, checked before anything is fetched.
-fn verification(v: &OCIRepositoryVerification) -> Result<&str, Failure> {
+/// What `spec.verify` trusts, checked before anything is fetched: the Secret to read, and for
+/// keyless verification the identities allowed to sign.
+fn verification(v: &OCIRepositoryVerification) -> Result<(&str, Option<Identities>), Failure> {
     if v.provider != "cosign" {
         return Err(Failure::invalid(format!(
             "spec.verify.provider: '{}' is not supported (cosign)",
             v.provider
         )));
     }
-    if !v.match_oidc_identity.is_empty() {
-        return Err(Failure::invalid(
-            "spec.verify.matchOIDCIdentity: keyless verification is not supported yet; \
-             trust public keys with spec.verify.secretRef",
-        ));
-    }
-    v.secret_ref
+    let identities = if v.match_oidc_identity.is_empty() {
+        None
+    } else {
+        let pairs: Vec<(String, String)> = v
+            .match_oidc_identity
+            .iter()
+            .map(|m| (m.issuer.clone(), m.subject.clone()))
+            .collect();
+        let ids =
+            Identities::new(&pairs).map_err(|e| Failure::invalid(format!("spec.verify.{e}")))?;
+        Some(ids)
+    };
+    let secret = v
+        .secret_ref
         .as_ref()
         .map(|r| r.name.as_str())
         .ok_or_else(|| {
-            Failure::invalid("spec.verify.secretRef: the Secret of public keys (*.pub) is required")
-        })
+            Failure::invalid(if identities.is_some() {
+                "spec.verify.secretRef: keyless verification needs a Secret with trusted_root.json \
+             (Sigstore's trusted root); skewer fetches no trust material"
+            } else {
+                "spec.verify.secretRef: the Secret of public keys (*.pub) is required"
+            })
+        })?;
+    Ok((secret, identities))
 }
 
 /// Pulls a new artifact if the ref moved; `None` when the stored one is current.
@@ -89,7 +104,7 @@ async fn fetch(
             "spec.provider: '{p}' is not supported: credentials come from spec.secretRef (generic)"
         )));
     }
-    let keys_secret = spec.verify.as_ref().map(verification).transpose()?;
+    let trust = spec.verify.as_ref().map(verification).transpose()?;
     let timeout = match &spec.timeout {
         Some(t) => duration::field("timeout", t).map_err(Failure::invalid)?,
         None => Duration::from_secs(60),
@@ -123,25 +138,21 @@ async fn fetch(
         }) {
             return Ok(None);
         }
-        let verified = match keys_secret {
-            Some(secret) => {
-                let keys = read_secret(
-                    ctx,
-                    &ns,
-                    secret,
-                    "spec.verify.secretRef",
-                    Keys::from_secret_data,
-                )
+        let verified = match trust {
+            Some((secret, identities)) => {
+                let trust = read_secret(ctx, &ns, secret, "spec.verify.secretRef", |data| {
+                    Trust::from_secret_data(data, identities)
+                })
                 .await
                 .map_err(|m| Failure::new(Reason::VerificationError, m))?;
                 let found = cosign::signatures(&registry, &repository, &resolved.digest)
                     .await
                     .map_err(pull_failure)?;
-                let by = keys
+                let by = trust
                     .verify(&found, &resolved.digest)
                     .map_err(|e| Failure::new(Reason::VerificationError, e.to_string()))?;
                 Some(format!(
-                    "verified cosign signature of {} by key '{by}'",
+                    "verified cosign signature of {} by {by}",
                     resolved.digest
                 ))
             }

@@ -15,6 +15,7 @@ use sigstore::crypto::signing_key::SigStoreKeyPair;
 use sigstore::crypto::{CosignVerificationKey, SigStoreSigner, Signature, SigningScheme};
 use thiserror::Error;
 
+use super::keyless::{Evidence, Identities, Keyless, KeylessError, TRUSTED_ROOT_KEY, TrustedRoot};
 use super::registry::{OciError, Registry, Repository};
 use super::{Descriptor, MANIFEST_MEDIA_TYPE, Manifest};
 
@@ -76,12 +77,21 @@ pub fn payload(repo: &Repository, digest: &str) -> Vec<u8> {
     serde_json::to_vec(&p).unwrap_or_default()
 }
 
-/// One signature found beside an artifact.
+/// One signature found beside an artifact: its payload and its layer's annotations (the
+/// signature, and for keyless signatures the certificate, chain and Rekor bundle).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Found {
     pub payload: Vec<u8>,
-    /// Base64, as in the annotation.
-    pub signature: Option<String>,
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl Found {
+    /// The base64 signature, as in the annotation.
+    pub fn signature(&self) -> Option<&str> {
+        self.annotations
+            .get(SIGNATURE_ANNOTATION)
+            .map(String::as_str)
+    }
 }
 
 #[derive(Debug, Error)]
@@ -90,6 +100,12 @@ pub enum CosignError {
     Key { name: String, why: String },
     #[error("the Secret has no public keys (entries named *.pub)")]
     NoKeys,
+    #[error(
+        "the Secret has no {TRUSTED_ROOT_KEY} entry (Sigstore's trusted root, which keyless verification checks certificates and Rekor bundles against)"
+    )]
+    NoTrustedRoot,
+    #[error(transparent)]
+    Keyless(#[from] KeylessError),
     #[error("signing: {0}")]
     Sign(String),
 }
@@ -100,20 +116,22 @@ pub enum Unverified {
     #[error("the artifact is not signed: no cosign signature for {digest} (tag {tag})")]
     Unsigned { digest: String, tag: String },
     #[error(
-        "no signature of {digest} is by a trusted key ({count} signature(s) found, checked against {keys})"
+        "no signature of {digest} is by a trusted signer ({count} signature(s) found, checked against {trusted}){why}"
     )]
     Untrusted {
         digest: String,
         count: usize,
-        keys: String,
+        trusted: String,
+        /// Why each signature was refused, where there is more to say than "another key".
+        why: String,
     },
     #[error(
-        "a signature by trusted key '{key}' names another artifact: its payload is for {named}, not {digest} (a signature copied from another artifact?)"
+        "a signature by trusted {by} names another artifact: its payload is for {named}, not {digest} (a signature copied from another artifact?)"
     )]
     OtherDigest {
         digest: String,
         named: String,
-        key: String,
+        by: String,
     },
 }
 
@@ -151,14 +169,75 @@ impl Keys {
     }
 
     fn names(&self) -> String {
-        self.keys
+        let names = self
+            .keys
             .iter()
             .map(|(n, _)| format!("'{n}'"))
             .collect::<Vec<_>>()
-            .join(", ")
+            .join(", ");
+        format!("keys {names}")
     }
 
-    /// The key that signed `digest` among `found`, or why there is none.
+    fn signer(&self, signature: &str, payload: &[u8]) -> Option<String> {
+        self.keys.iter().find_map(|(name, key)| {
+            key.verify_signature(Signature::Base64Encoded(signature.as_bytes()), payload)
+                .is_ok()
+                .then(|| format!("key '{name}'"))
+        })
+    }
+}
+
+/// Who may sign an artifact: public keys, or keyless identities under a trusted root.
+pub enum Trust {
+    Keys(Keys),
+    Keyless(Keyless),
+}
+
+impl Trust {
+    /// The trust a Secret gives: its `*.pub` keys, or, when `identities` are given, its
+    /// `trusted_root.json` for keyless signatures by those identities.
+    pub fn from_secret_data(
+        data: &BTreeMap<String, Vec<u8>>,
+        identities: Option<Identities>,
+    ) -> Result<Self, CosignError> {
+        let Some(identities) = identities else {
+            return Keys::from_secret_data(data).map(Trust::Keys);
+        };
+        let root = data
+            .get(TRUSTED_ROOT_KEY)
+            .ok_or(CosignError::NoTrustedRoot)?;
+        let root = TrustedRoot::from_json(root)?;
+        Ok(Trust::Keyless(Keyless::new(root, identities)))
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Trust::Keys(k) => k.names(),
+            Trust::Keyless(k) => k.describe(),
+        }
+    }
+
+    /// The trusted signer of `f`, or why it is not one (`None`: nothing more to say than
+    /// that no trusted key made it).
+    fn signer(&self, f: &Found) -> Result<String, Option<String>> {
+        let signature = f
+            .signature()
+            .ok_or_else(|| Some(format!("a layer has no {SIGNATURE_ANNOTATION} annotation")))?;
+        match self {
+            Trust::Keys(k) => k.signer(signature, &f.payload).ok_or(None),
+            Trust::Keyless(k) => k
+                .signer(&Evidence {
+                    payload: &f.payload,
+                    signature,
+                    annotations: &f.annotations,
+                })
+                .map(|s| s.to_string())
+                .map_err(Some),
+        }
+    }
+
+    /// The trusted signer of `digest` among `found`, or why there is none. A signature is
+    /// checked before its payload is believed.
     pub fn verify(&self, found: &[Found], digest: &str) -> Result<String, Unverified> {
         if found.is_empty() {
             return Err(Unverified::Unsigned {
@@ -167,32 +246,32 @@ impl Keys {
             });
         }
         let mut replayed = None;
+        let mut why = Vec::new();
         for f in found {
-            let Some(sig) = &f.signature else { continue };
-            for (name, key) in &self.keys {
-                if key
-                    .verify_signature(Signature::Base64Encoded(sig.as_bytes()), &f.payload)
-                    .is_err()
-                {
+            let by = match self.signer(f) {
+                Ok(by) => by,
+                Err(reason) => {
+                    why.extend(reason);
                     continue;
                 }
-                let named = serde_json::from_slice::<Payload>(&f.payload)
-                    .map(|p| p.critical.image.docker_manifest_digest)
-                    .unwrap_or_else(|e| format!("nothing readable ({e})"));
-                if named == digest {
-                    return Ok(name.clone());
-                }
-                replayed.get_or_insert(Unverified::OtherDigest {
-                    digest: digest.into(),
-                    named,
-                    key: name.clone(),
-                });
+            };
+            let named = serde_json::from_slice::<Payload>(&f.payload)
+                .map(|p| p.critical.image.docker_manifest_digest)
+                .unwrap_or_else(|e| format!("nothing readable ({e})"));
+            if named == digest {
+                return Ok(by);
             }
+            replayed.get_or_insert(Unverified::OtherDigest {
+                digest: digest.into(),
+                named,
+                by,
+            });
         }
         Err(replayed.unwrap_or_else(|| Unverified::Untrusted {
             digest: digest.into(),
             count: found.len(),
-            keys: self.names(),
+            trusted: self.describe(),
+            why: why.iter().map(|w| format!("; {w}")).collect(),
         }))
     }
 }
@@ -215,7 +294,7 @@ pub async fn signatures(
         let payload = registry.blob(repo, layer, PAYLOAD_LIMIT).await?;
         found.push(Found {
             payload,
-            signature: layer.annotations.get(SIGNATURE_ANNOTATION).cloned(),
+            annotations: layer.annotations.clone(),
         });
     }
     Ok(found)
@@ -285,6 +364,20 @@ pub async fn sign(
 ) -> Result<(), SignError> {
     let payload = payload(repo, digest);
     let signature = signer.sign(&payload)?;
+    let annotations = [(SIGNATURE_ANNOTATION.to_string(), signature)].into();
+    attach(registry, repo, digest, payload, annotations).await
+}
+
+/// Stores one signature layer (`payload`, with `annotations` carrying the signature and, for
+/// keyless signatures, certificate and bundle) under manifest `digest`'s signature tag,
+/// keeping the layers already there.
+pub async fn attach(
+    registry: &Registry,
+    repo: &Repository,
+    digest: &str,
+    payload: Vec<u8>,
+    annotations: BTreeMap<String, String>,
+) -> Result<(), SignError> {
     let tag = signature_tag(digest);
     let mut layers: Vec<(Descriptor, Vec<u8>)> = Vec::new();
     if let Some((old, _)) = registry.manifest_at(repo, &tag).await? {
@@ -294,7 +387,7 @@ pub async fn sign(
         }
     }
     let layer = Descriptor {
-        annotations: [(SIGNATURE_ANNOTATION.to_string(), signature)].into(),
+        annotations,
         ..Descriptor::of(SIMPLE_SIGNING_MEDIA_TYPE, &payload)
     };
     if !layers.iter().any(|(l, _)| l == &layer) {
@@ -325,6 +418,9 @@ pub enum SignError {
 
 #[cfg(test)]
 mod tests {
+    use super::super::keyless::{
+        BUNDLE_ANNOTATION, CERTIFICATE_ANNOTATION, Identities, TrustedRoot,
+    };
     use super::*;
 
     fn repo() -> Repository {
@@ -334,20 +430,24 @@ mod tests {
     const DIGEST: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
     const OTHER: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
 
-    fn keys_of(pems: &[(&str, &str)]) -> Keys {
+    fn keys_of(pems: &[(&str, &str)]) -> Trust {
         let data = pems
             .iter()
             .map(|(n, p)| (n.to_string(), p.as_bytes().to_vec()))
             .collect();
-        Keys::from_secret_data(&data).unwrap()
+        Trust::Keys(Keys::from_secret_data(&data).unwrap())
+    }
+
+    fn found(payload: Vec<u8>, signature: String) -> Found {
+        Found {
+            payload,
+            annotations: [(SIGNATURE_ANNOTATION.to_string(), signature)].into(),
+        }
     }
 
     fn signed(signer: &Signer, digest: &str) -> Found {
         let payload = payload(&repo(), digest);
-        Found {
-            signature: Some(signer.sign(&payload).unwrap()),
-            payload,
-        }
+        found(payload.clone(), signer.sign(&payload).unwrap())
     }
 
     #[test]
@@ -377,7 +477,7 @@ mod tests {
 
         assert_eq!(
             keys.verify(&[signed(&trusted, DIGEST)], DIGEST).unwrap(),
-            "release.pub"
+            "key 'release.pub'"
         );
         // The trusted signature is found among others.
         assert!(
@@ -420,15 +520,15 @@ mod tests {
     #[test]
     fn a_signature_made_by_cosign_verifies() {
         let public = include_str!("fixtures/busybox.pub");
-        let found = Found {
-            payload: include_bytes!("fixtures/busybox.payload.json").to_vec(),
-            signature: Some(include_str!("fixtures/busybox.sig").trim().to_string()),
-        };
+        let found = found(
+            include_bytes!("fixtures/busybox.payload.json").to_vec(),
+            include_str!("fixtures/busybox.sig").trim().to_string(),
+        );
         let digest = "sha256:f3cfc9d0dbf931d3db4685ec659b7ac68e2a578219da4aae65427886e649b06b";
         let keys = keys_of(&[("cosign.pub", public)]);
         assert_eq!(
             keys.verify(std::slice::from_ref(&found), digest).unwrap(),
-            "cosign.pub"
+            "key 'cosign.pub'"
         );
         // The payload is what skewer writes for the same image and digest.
         let repo = Repository {
@@ -438,6 +538,58 @@ mod tests {
         assert_eq!(payload(&repo, digest), found.payload);
         let e = keys.verify(&[found], DIGEST).unwrap_err();
         assert!(matches!(e, Unverified::OtherDigest { .. }), "{e}");
+    }
+
+    /// A keyless signature by cosign and Sigstore's public-good instance (provenance in
+    /// `fixtures/README.md`), judged through the same three outcomes as keys.
+    #[test]
+    fn a_keyless_signature_made_by_cosign_verifies_offline() {
+        let digest = "sha256:5f481572d088dc4023afb35fced9530ced3d9b03bf7299c6f492163cb9f0452e";
+        let layer = Found {
+            payload: include_bytes!("fixtures/keyless/payload.json").to_vec(),
+            annotations: [
+                (
+                    SIGNATURE_ANNOTATION,
+                    include_str!("fixtures/keyless/signature").trim(),
+                ),
+                (
+                    CERTIFICATE_ANNOTATION,
+                    include_str!("fixtures/keyless/certificate.pem"),
+                ),
+                (
+                    BUNDLE_ANNOTATION,
+                    include_str!("fixtures/keyless/bundle.json"),
+                ),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into(),
+        };
+        let trust = |subject: &str| {
+            let root = TrustedRoot::from_json(include_bytes!("fixtures/keyless/trusted_root.json"))
+                .unwrap();
+            let ids = Identities::new(&[(".*".into(), subject.into())]).unwrap();
+            Trust::Keyless(Keyless::new(root, ids))
+        };
+        let found = std::slice::from_ref(&layer);
+        assert_eq!(
+            trust("@castelli.me$").verify(found, digest).unwrap(),
+            "issuer '', subject 'flavio@castelli.me'"
+        );
+        let e = trust("@castelli.me$").verify(found, DIGEST).unwrap_err();
+        assert!(matches!(e, Unverified::OtherDigest { .. }), "{e}");
+        let e = trust("^ci@example.com$").verify(found, digest).unwrap_err();
+        assert!(matches!(e, Unverified::Untrusted { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .contains("signed by issuer '', subject 'flavio@castelli.me'"),
+            "{e}"
+        );
+        // The same signature checked against keys: no key made it.
+        let (_, public) = Signer::generate().unwrap();
+        let e = keys_of(&[("k.pub", &public)])
+            .verify(found, digest)
+            .unwrap_err();
+        assert!(matches!(e, Unverified::Untrusted { .. }), "{e}");
     }
 
     #[test]

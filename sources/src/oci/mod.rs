@@ -5,6 +5,7 @@
 //! signatures, and [`pull`] the whole of reading one artifact.
 
 pub mod cosign;
+pub mod keyless;
 pub mod registry;
 
 use std::collections::BTreeMap;
