@@ -104,15 +104,7 @@ async fn an_unsigned_commit_stops_at_the_last_verified_revision() -> Result<()> 
     ))?;
     kustomization(&ns, "app", "src", "./", "  prune: true\n")?;
     wait_applied(c, &ns, "app", &signed).await?;
-    let (_, message) = wait_source_condition_of::<GitRepository>(
-        c,
-        &ns,
-        "src",
-        "SourceVerified",
-        "True",
-        |_, _| true,
-    )
-    .await?;
+    let message = wait_source_verified::<GitRepository>(c, &ns, "src").await?;
     assert_eq!(
         message,
         format!(

@@ -264,15 +264,7 @@ async fn only_artifacts_signed_by_a_trusted_key_are_applied_and_each_refusal_say
     )?;
     oci_kustomization(&ns)?;
     wait_applied(&c, &ns, "app", &format!("v1@{signed}")).await?;
-    let (_, message) = wait_source_condition_of::<OCIRepository>(
-        &c,
-        &ns,
-        "src",
-        "SourceVerified",
-        "True",
-        |_, _| true,
-    )
-    .await?;
+    let message = wait_source_verified::<OCIRepository>(&c, &ns, "src").await?;
     assert!(message.contains("release.pub"), "{message}");
 
     // The tag moves to an unsigned artifact: refused, nothing extracted, v1 stays applied.
@@ -548,15 +540,7 @@ async fn keyless_signatures_are_checked_offline_against_a_trusted_root_and_ident
         &verify("^https://github\\.com/example/platform/\\.github/workflows/release\\.yml@"),
     )?;
     oci_kustomization(&ns)?;
-    let (_, message) = wait_source_condition_of::<OCIRepository>(
-        &c,
-        &ns,
-        "src",
-        "SourceVerified",
-        "True",
-        |_, _| true,
-    )
-    .await?;
+    let message = wait_source_verified::<OCIRepository>(&c, &ns, "src").await?;
     assert!(
         message.contains(release) && message.contains(actions),
         "{message}"

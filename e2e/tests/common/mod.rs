@@ -261,6 +261,18 @@ pub async fn source_status<S: Source>(
     Ok(api.get(name).await?.status().cloned().unwrap_or_default())
 }
 
+/// Waits until source `name` of kind `S` is `SourceVerified=True`; returns the message (who
+/// signed).
+pub async fn wait_source_verified<S: Source>(
+    c: &kube::Client,
+    ns: &str,
+    name: &str,
+) -> Result<String> {
+    let (_, message) =
+        wait_source_condition_of::<S>(c, ns, name, "SourceVerified", "True", |_, _| true).await?;
+    Ok(message)
+}
+
 /// Waits until condition `type_` of source `name` of kind `S` has `status` and a reason and message passing `pred`.
 pub async fn wait_source_condition_of<S: Source>(
     c: &kube::Client,
