@@ -5,6 +5,9 @@ Optional HTTP basic auth against an htpasswd file of `user:{SHA}<base64 sha1>` l
 format of `htpasswd -s`), optional bearer token, optional TLS. Listens on 127.0.0.1 only.
 
     git-http.py --port P --root DIR [--htpasswd FILE] [--token-file FILE] [--cert C --key K]
+
+Every request is logged to DIR/access.log as `METHOD PATH COMMAND`, COMMAND being the
+protocol v2 command of an upload-pack POST (`ls-refs`, `fetch`), else `-`.
 """
 
 import argparse
@@ -73,6 +76,12 @@ def main():
             url = urllib.parse.urlsplit(self.path)
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
+            command = "-"
+            for word in (b"ls-refs", b"fetch"):
+                if b"command=" + word in body:
+                    command = word.decode()
+            with open(os.path.join(args.root, "access.log"), "a") as log:
+                log.write(f"{self.command} {url.path} {command}\n")
             env = dict(os.environ)
             env.update({
                 "GIT_PROJECT_ROOT": args.root,

@@ -5,7 +5,7 @@
 use kube::CustomResourceExt;
 use serde_json::{Value, json};
 
-use crate::api::{GitRepository, Kustomization, OCIRepository};
+use crate::api::{Application, GitRepository, Kustomization, OCIRepository};
 
 pub const NAMESPACE: &str = "skewer-system";
 
@@ -15,6 +15,7 @@ pub fn files(image: &str) -> Result<Vec<(&'static str, String)>, serde_saphyr::S
         GitRepository::crd(),
         OCIRepository::crd(),
         Kustomization::crd(),
+        Application::crd(),
     ]
     .into_iter()
     .map(|c| serde_json::to_value(c).unwrap_or(Value::Null))

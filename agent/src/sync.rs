@@ -24,6 +24,7 @@ pub struct Sync<'a, K> {
     obj: &'a K,
     owner: &'a str,
     recorded: Mutex<Option<Inventory>>,
+    heal: bool,
 }
 
 impl<'a, K: Reconciled> Sync<'a, K> {
@@ -34,6 +35,15 @@ impl<'a, K: Reconciled> Sync<'a, K> {
             obj,
             owner,
             recorded: Mutex::new(None),
+            heal: true,
+        }
+    }
+
+    /// Drift of what this sync applies is recorded and announced, not repaired.
+    pub fn leaving_drift(self) -> Self {
+        Self {
+            heal: false,
+            ..self
         }
     }
 
@@ -90,10 +100,13 @@ impl<K: Reconciled> SyncHooks for Sync<'_, K> {
 
     fn applying(&self, plan: &Plan, opts: &Arc<ApplyOptions>) {
         let planned = || plan.stages.iter().flatten();
-        self.ctx
-            .drift
-            .lock()
-            .begin(self.owner, &self.target.key, opts.clone(), planned());
+        {
+            let mut index = self.ctx.drift.lock();
+            index.begin(self.owner, &self.target.key, opts.clone(), planned());
+            if !self.heal {
+                index.leave_drift(self.owner);
+            }
+        }
         drift::watch::ensure(self.ctx, self.target, planned());
         self.ctx.metrics.objects_applied.inc_by(plan.len() as u64);
     }
@@ -103,6 +116,19 @@ impl<K: Reconciled> SyncHooks for Sync<'_, K> {
         for o in outcomes {
             index.applied(&self.target.key, &o.id, o.seen);
         }
+    }
+}
+
+/// Adds to `held` each entry of `inventory` (recorded by `owner`) that is `wanted`.
+pub fn held_in(
+    inventory: Option<&ResourceInventory>,
+    wanted: &std::collections::HashSet<String>,
+    owner: &str,
+    held: &mut Vec<(String, String)>,
+) {
+    let entries = inventory.into_iter().flat_map(|i| &i.entries);
+    for e in entries.filter(|e| wanted.contains(&e.id)) {
+        held.push((e.id.clone(), owner.to_string()));
     }
 }
 

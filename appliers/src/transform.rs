@@ -35,7 +35,11 @@ impl Owner {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Transform {
+    /// Every namespaced object's namespace (Flux's `targetNamespace`).
     pub target_namespace: Option<String>,
+    /// The namespace of namespaced objects that name none (Argo CD's
+    /// `destination.namespace`).
+    pub default_namespace: Option<String>,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
 }
@@ -74,6 +78,14 @@ impl Transform {
         if namespaced {
             if let Some(ns) = &self.target_namespace {
                 meta.insert("namespace".into(), Value::String(ns.clone()));
+            } else if let Some(ns) = &self.default_namespace {
+                let named = meta
+                    .get("namespace")
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| !n.is_empty());
+                if !named {
+                    meta.insert("namespace".into(), Value::String(ns.clone()));
+                }
             }
         } else {
             // A namespace on a cluster-scoped object is an error on some servers; drop it.
@@ -107,6 +119,7 @@ mod tests {
     fn sets_namespace_labels_and_owner() {
         let t = Transform {
             target_namespace: Some("prod".into()),
+            default_namespace: None,
             labels: [("team".to_string(), "a".to_string())].into(),
             annotations: [("note".to_string(), "x".to_string())].into(),
         };
@@ -131,6 +144,26 @@ mod tests {
         };
         t.apply(&mut ns, false, Some(&owner));
         assert!(ns.object["metadata"].get("namespace").is_none());
+    }
+
+    #[test]
+    fn a_default_namespace_fills_only_objects_that_name_none() {
+        let t = Transform {
+            default_namespace: Some("team".into()),
+            ..Default::default()
+        };
+        let mut named = Manifest {
+            origin: String::new(),
+            object: json!({"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "dev"}}),
+        };
+        let mut bare = Manifest {
+            origin: String::new(),
+            object: json!({"kind": "ConfigMap", "metadata": {"name": "c"}}),
+        };
+        t.apply(&mut named, true, None);
+        t.apply(&mut bare, true, None);
+        assert_eq!(named.object["metadata"]["namespace"], "dev");
+        assert_eq!(bare.object["metadata"]["namespace"], "team");
     }
 
     #[test]

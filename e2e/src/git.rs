@@ -348,6 +348,14 @@ impl GitServer {
     }
 
     /// Creates an empty repository `name` and a working copy to commit from.
+    /// The requests the smart HTTP server logged whose line contains `needle` (`METHOD PATH
+    /// COMMAND`, COMMAND a protocol v2 command such as `fetch`, else `-`).
+    pub fn requests(&self, needle: &str) -> usize {
+        std::fs::read_to_string(self.root.path().join("access.log"))
+            .map(|log| log.lines().filter(|l| l.contains(needle)).count())
+            .unwrap_or(0)
+    }
+
     pub fn repo(&self, name: &str) -> Result<Repo> {
         let bare = self.root.path().join(format!("{name}.git"));
         std::fs::create_dir_all(&bare)?;

@@ -165,6 +165,7 @@ pub fn install_crds(kubeconfig: &Path) -> Result<()> {
         "crd/kustomizations.skewer.dev",
         "crd/gitrepositories.skewer.dev",
         "crd/ocirepositories.skewer.dev",
+        "crd/applications.skewer.dev",
         "--timeout=60s",
     ]))?;
     Ok(())

@@ -56,6 +56,10 @@ pub enum RefError {
     NoHead,
     #[error("commit '{0}' is not a hexadecimal object id")]
     BadCommit(String),
+    #[error(
+        "targetRevision '{0}' is no branch, tag or commit of the repository, nor a version range its tags satisfy"
+    )]
+    TargetRevisionNotFound(String),
 }
 
 impl GitRefSpec {
@@ -117,6 +121,50 @@ impl GitRefSpec {
     }
 }
 
+impl GitRefSpec {
+    /// What an Argo CD `targetRevision` means, given the refs the remote advertises: `HEAD`
+    /// (or nothing) the remote's HEAD, a full commit id that commit, else a branch of that
+    /// name, else a tag, else a version range over the tags (as Argo CD reads `1.2.*` or
+    /// `>=1.0.0`).
+    pub fn from_target_revision(target: &str, remote: &[RemoteRef]) -> Result<Self, RefError> {
+        let target = target.trim();
+        let has = |full: String| remote.iter().any(|r| r.name == full);
+        let spec = if target.is_empty() || target == "HEAD" {
+            GitRefSpec::default()
+        } else if target.len() == 40 && target.bytes().all(|b| b.is_ascii_hexdigit()) {
+            GitRefSpec {
+                commit: Some(target.into()),
+                ..Default::default()
+            }
+        } else if let Some(full) = target.strip_prefix("refs/") {
+            GitRefSpec {
+                name: Some(format!("refs/{full}")),
+                ..Default::default()
+            }
+        } else if has(format!("refs/heads/{target}")) {
+            GitRefSpec {
+                branch: Some(target.into()),
+                ..Default::default()
+            }
+        } else if has(format!("refs/tags/{target}")) {
+            GitRefSpec {
+                tag: Some(target.into()),
+                ..Default::default()
+            }
+        } else if semver::VersionReq::parse(target.trim_start_matches('v')).is_ok()
+            && target.bytes().any(|b| b"*^~<>=xX".contains(&b))
+        {
+            GitRefSpec {
+                semver: Some(target.into()),
+                ..Default::default()
+            }
+        } else {
+            return Err(RefError::TargetRevisionNotFound(target.into()));
+        };
+        Ok(spec)
+    }
+}
+
 /// The highest version among `tags` (a leading `v` allowed; tags that are not versions are
 /// skipped) that satisfies `constraint`, Flux's way of following a semver range.
 pub fn highest_matching<'a>(
@@ -167,6 +215,54 @@ pub fn revision_commit(revision: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn argo_cd_target_revisions_resolve_as_argo_cd_reads_them() {
+        let remote = [
+            RemoteRef {
+                name: "HEAD".into(),
+                commit: "a".repeat(40),
+                symref_target: Some("refs/heads/main".into()),
+            },
+            RemoteRef {
+                name: "refs/heads/main".into(),
+                commit: "a".repeat(40),
+                symref_target: None,
+            },
+            RemoteRef {
+                name: "refs/tags/v1.2.3".into(),
+                commit: "b".repeat(40),
+                symref_target: None,
+            },
+        ];
+        let resolve = |t: &str| {
+            GitRefSpec::from_target_revision(t, &remote)
+                .and_then(|s| s.resolve(&remote))
+                .map(|r| r.revision)
+        };
+        let a = "a".repeat(40);
+        assert_eq!(resolve("HEAD").unwrap(), format!("main@sha1:{a}"));
+        assert_eq!(resolve("").unwrap(), format!("main@sha1:{a}"));
+        assert_eq!(resolve("main").unwrap(), format!("main@sha1:{a}"));
+        assert_eq!(
+            resolve("v1.2.3").unwrap(),
+            format!("v1.2.3@sha1:{}", "b".repeat(40))
+        );
+        assert_eq!(
+            resolve("1.2.*").unwrap(),
+            format!("v1.2.3@sha1:{}", "b".repeat(40))
+        );
+        let c = "c".repeat(40);
+        assert_eq!(resolve(&c).unwrap(), format!("sha1:{c}"));
+        assert_eq!(
+            resolve("refs/heads/main").unwrap(),
+            format!("refs/heads/main@sha1:{a}")
+        );
+        assert_eq!(
+            resolve("nope"),
+            Err(RefError::TargetRevisionNotFound("nope".into()))
+        );
+    }
 
     fn remote() -> Vec<RemoteRef> {
         let r = |name: &str, commit: &str| RemoteRef {

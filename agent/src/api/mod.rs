@@ -1,6 +1,7 @@
 //! skewer's API, group `skewer.dev`, version `v1alpha1`. Field names follow Flux where Flux
 //! has one, so a Flux manifest moves over by changing its `apiVersion`.
 
+pub mod application;
 pub mod conditions;
 pub mod duration;
 pub mod gitrepository;
@@ -8,6 +9,7 @@ pub mod kustomization;
 pub mod ocirepository;
 pub mod source;
 
+pub use application::{Application, ApplicationSpec, ApplicationStatus};
 pub use conditions::Condition;
 pub use gitrepository::{GitRepository, GitRepositorySpec, GitRepositoryStatus};
 pub use kustomization::{Kustomization, KustomizationSpec, KustomizationStatus};
@@ -23,6 +25,10 @@ pub const VERSION: &str = "v1alpha1";
 /// Annotation that asks for an immediate reconcile; its value is recorded in
 /// `status.lastHandledReconcileAt` once handled.
 pub const RECONCILE_REQUESTED_AT: &str = "skewer.dev/reconcile-requested-at";
+
+/// Annotation that asks an Application to sync now (what `skewer sync` sets); its value is
+/// recorded in `status.lastHandledSyncAt` once acted on.
+pub const SYNC_REQUESTED_AT: &str = "skewer.dev/sync-requested-at";
 
 /// A reference to a Secret in the same namespace.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

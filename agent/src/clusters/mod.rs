@@ -116,8 +116,8 @@ impl Registry {
         self.changed.subscribe()
     }
 
-    /// The registration of cluster `name`, once the Secrets have been listed.
-    pub async fn lookup(&self, name: &str) -> Result<Arc<Registration>, Unregistered> {
+    /// Waits (within the first lists' patience) until both labels were listed.
+    async fn listed(&self) -> Result<(), Unregistered> {
         let mut listed = self.listed.subscribe();
         let waited =
             tokio::time::timeout_at(self.patience, listed.wait_for(|bits| *bits == ALL_LISTED))
@@ -128,6 +128,42 @@ impl Registry {
                 self.where_
             )));
         }
+        Ok(())
+    }
+
+    /// The name of the registered cluster whose `server` is `server` (Argo CD's
+    /// `destination.server`), a trailing `/` aside.
+    pub async fn name_of_server(&self, server: &str) -> Result<String, Unregistered> {
+        self.listed().await?;
+        self.find_server(server)
+    }
+
+    /// [`Registry::name_of_server`] from what has been listed so far, without waiting.
+    pub fn find_server(&self, server: &str) -> Result<String, Unregistered> {
+        let wanted = server.trim_end_matches('/');
+        let secrets = self.secrets.read().unwrap_or_else(|e| e.into_inner());
+        let names: std::collections::BTreeSet<&str> = secrets
+            .values()
+            .filter_map(|e| e.as_ref().ok())
+            .filter(|r| r.server.trim_end_matches('/') == wanted)
+            .map(|r| r.name.as_str())
+            .collect();
+        match names.len() {
+            1 => Ok(names.into_iter().next().unwrap_or_default().to_string()),
+            0 => Err(Unregistered::Missing {
+                name: format!("with server {server}"),
+                where_: self.where_.clone(),
+            }),
+            _ => Err(Unregistered::Ambiguous {
+                name: format!("with server {server}"),
+                secrets: names.into_iter().map(String::from).collect(),
+            }),
+        }
+    }
+
+    /// The registration of cluster `name`, once the Secrets have been listed.
+    pub async fn lookup(&self, name: &str) -> Result<Arc<Registration>, Unregistered> {
+        self.listed().await?;
         let secrets = self.secrets.read().unwrap_or_else(|e| e.into_inner());
         let mut found: BTreeMap<&str, &Entry> = BTreeMap::new();
         for ((_, secret), entry) in secrets.iter() {

@@ -32,6 +32,9 @@ struct OwnerState {
     /// The revision and generation last applied in full, through which client of its target
     /// (its epoch), and when.
     applied: Option<(String, Option<i64>, u64, Instant)>,
+    /// Drift is repaired (self-heal); else it is only recorded in `drifted`.
+    heal: bool,
+    drifted: HashSet<ObjectId>,
 }
 
 /// What skewer last applied, per object and per owner (`Kind/namespace/name` of a
@@ -40,6 +43,8 @@ struct OwnerState {
 pub struct Index {
     objects: HashMap<Key, Desired>,
     owners: HashMap<String, OwnerState>,
+    /// Owners that leave drift alone and saw some since [`Index::take_fresh`].
+    fresh: Vec<String>,
 }
 
 /// An object to re-apply, and how.
@@ -80,6 +85,8 @@ impl Index {
             opts,
             ids: ids.clone(),
             applied: None,
+            heal: true,
+            drifted: HashSet::new(),
         };
         if let Some(old) = self.owners.insert(owner.into(), state) {
             let moved = old.target != *target;
@@ -127,6 +134,29 @@ impl Index {
             })
     }
 
+    /// Leaves drift of `owner`'s objects alone, recording it (until its next [`Index::begin`]).
+    pub fn leave_drift(&mut self, owner: &str) {
+        if let Some(o) = self.owners.get_mut(owner) {
+            o.heal = false;
+        }
+    }
+
+    /// The objects of `owner` that drifted and were left alone since its last apply.
+    pub fn drifted(&self, owner: &str) -> Vec<ObjectId> {
+        let mut ids: Vec<ObjectId> = self
+            .owners
+            .get(owner)
+            .map(|o| o.drifted.iter().cloned().collect())
+            .unwrap_or_default();
+        ids.sort();
+        ids
+    }
+
+    /// The owners that saw drift left alone since the last call.
+    pub fn take_fresh(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.fresh)
+    }
+
     /// Stops healing `owner`'s objects (suspended, deleted, or failing).
     pub fn forget_owner(&mut self, owner: &str) {
         if let Some(o) = self.owners.remove(owner) {
@@ -161,11 +191,17 @@ impl Index {
             }
             (Verdict::Deleted, ..) => "deleted".to_string(),
         };
+        let owner = self.owners.get_mut(&d.owner)?;
+        if !owner.heal {
+            if owner.drifted.insert(id.clone()) {
+                self.fresh.push(d.owner.clone());
+            }
+            return None;
+        }
         d.seen = None;
-        let opts = self.owners.get(&d.owner)?.opts.clone();
         Some(Heal {
             planned: d.planned.clone(),
-            opts,
+            opts: owner.opts.clone(),
             why,
         })
     }
@@ -203,11 +239,17 @@ impl Index {
         gone.into_iter()
             .filter_map(|id| {
                 let d = self.objects.get_mut(&(target.clone(), id.clone()))?;
+                let owner = self.owners.get_mut(&d.owner)?;
+                if !owner.heal {
+                    if owner.drifted.insert(id.clone()) {
+                        self.fresh.push(d.owner.clone());
+                    }
+                    return None;
+                }
                 d.seen = None;
-                let opts = self.owners.get(&d.owner)?.opts.clone();
                 let heal = Heal {
                     planned: d.planned.clone(),
-                    opts,
+                    opts: owner.opts.clone(),
                     why: "deleted while the watch was down (not in its re-list)".into(),
                 };
                 Some((id, heal))
@@ -233,6 +275,26 @@ mod tests {
     use skewer_appliers::Manifest;
     use skewer_appliers::resources::Resolved;
     use skewer_appliers::transform::{Owner, Transform};
+
+    #[test]
+    fn drift_of_an_owner_that_leaves_it_is_recorded_not_healed() {
+        let mut idx = Index::default();
+        let a = planned("a");
+        let id = a.manifest.id();
+        idx.begin(OWNER, &HUB, opts(), [&a]);
+        idx.leave_drift(OWNER);
+        idx.applied(&HUB, &id, Some(S1));
+        assert!(idx.observe(&HUB, &id, None).is_none(), "not healed");
+        assert_eq!(idx.drifted(OWNER), std::slice::from_ref(&id));
+        assert_eq!(idx.take_fresh(), [OWNER.to_string()]);
+        assert!(idx.observe(&HUB, &id, None).is_none());
+        assert!(idx.take_fresh().is_empty(), "reported once");
+        // The next apply heals by default and starts with nothing drifted.
+        idx.begin(OWNER, &HUB, opts(), [&a]);
+        assert!(idx.drifted(OWNER).is_empty());
+        idx.applied(&HUB, &id, Some(S1));
+        assert!(idx.observe(&HUB, &id, None).is_some());
+    }
 
     fn planned(name: &str) -> Planned {
         let gvk = GroupVersionKind::gvk("", "v1", "ConfigMap");

@@ -106,6 +106,7 @@ async fn watch_kind(
                         &listed,
                         since,
                     );
+                    ctx.drift.announce();
                     for (id, heal) in gone {
                         let (ctx, target) = (ctx.clone(), target.clone());
                         tokio::spawn(async move { repair(ctx, target, id, heal, true).await });
@@ -131,6 +132,7 @@ async fn watch_kind(
         };
         let id = id_of(&meta, &ar);
         let heal = ctx.drift.lock().observe(&target.key, &id, live);
+        ctx.drift.announce();
         if let Some(heal) = heal {
             let (ctx, target) = (ctx.clone(), target.clone());
             let deleted = live.is_none();

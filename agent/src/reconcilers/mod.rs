@@ -2,6 +2,8 @@
 //! for sources, the sync pipeline for deploy kinds) and hands the outcome to
 //! [`crate::runtime::Session::finish`], which reports it the same way for every kind.
 
+pub mod application;
+pub mod dependencies;
 pub mod gitrepository;
 pub mod kustomization;
 pub mod ocirepository;
@@ -22,6 +24,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     tokio::join!(
         gitrepository::run(ctx.clone(), namespace.clone()),
         ocirepository::run(ctx.clone(), namespace.clone()),
-        kustomization::run(ctx, namespace),
+        kustomization::run(ctx.clone(), namespace.clone()),
+        application::run(ctx, namespace),
     );
 }

@@ -72,6 +72,8 @@ pub struct Context {
     recorder: Recorder,
     pub failures: backoff::Failures,
     pub drift: Drift,
+    /// The sources Applications own, shared by those naming the same repository and revision.
+    pub app_sources: crate::appsource::AppSources,
     /// Which owner holds which object.
     pub ownership: Ownership,
     pub metrics: Arc<Metrics>,
@@ -101,6 +103,7 @@ impl Context {
             git: GitFetcher::new(data_dir.join("git")),
             failures: backoff::Failures::default(),
             drift: Drift::default(),
+            app_sources: Default::default(),
             ownership: Ownership::default(),
             metrics,
             settings,
@@ -185,10 +188,15 @@ fn reconcile_inputs<K: kube::Resource>(obj: &K) -> Option<u64> {
     let meta = obj.meta();
     let mut h = std::collections::hash_map::DefaultHasher::new();
     meta.generation.hash(&mut h);
-    meta.annotations
-        .as_ref()
-        .and_then(|a| a.get(crate::api::RECONCILE_REQUESTED_AT))
-        .hash(&mut h);
+    for key in [
+        crate::api::RECONCILE_REQUESTED_AT,
+        crate::api::SYNC_REQUESTED_AT,
+    ] {
+        meta.annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .hash(&mut h);
+    }
     meta.finalizers.hash(&mut h);
     meta.deletion_timestamp.is_some().hash(&mut h);
     Some(h.finish())

@@ -39,6 +39,13 @@ pub enum Reason {
     StorageOperationFailed,
     /// The reconcile panicked: a bug, contained to this object.
     ReconcilePanicked,
+    /// An Application differs from its source and waits for a sync (no automation, or a
+    /// failed sync out of retries).
+    OutOfSync,
+    /// An Application is synced; some of its objects are not healthy yet.
+    Progressing,
+    /// An Application is synced; some of its objects failed (Argo CD's Degraded).
+    Degraded,
 }
 
 impl Reason {
@@ -63,6 +70,9 @@ impl Reason {
             Reason::VerificationError => "VerificationError",
             Reason::StorageOperationFailed => "StorageOperationFailed",
             Reason::ReconcilePanicked => "ReconcilePanicked",
+            Reason::OutOfSync => "OutOfSync",
+            Reason::Progressing => "Progressing",
+            Reason::Degraded => "Degraded",
         }
     }
 

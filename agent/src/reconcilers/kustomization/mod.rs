@@ -26,8 +26,9 @@ use skewer_appliers::{Inventory, ObjectId};
 use tracing::{Instrument, info, info_span, warn};
 
 use super::FINALIZER;
-use crate::api::conditions::{self, HEALTHY, READY};
-use crate::api::{Kustomization, KustomizationStatus};
+use super::dependencies::Dependency;
+use crate::api::conditions::{self, HEALTHY};
+use crate::api::{Application, Kustomization, KustomizationStatus};
 use crate::artifacts;
 use crate::drift::{owner_key, parse_owner_key};
 use crate::metrics::InFlight;
@@ -59,10 +60,17 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         watcher(api, runtime::watch::own_kinds()).touched_objects(),
         move |dep: Kustomization| {
             artifacts::referring(&dependents, &dep, |ks, ns, name| {
-                ks.spec
-                    .depends_on
-                    .iter()
-                    .any(|d| d.name == name && in_namespace(ks, &d.namespace, ns))
+                depends_on(ks, Kustomization::KIND, ns, name)
+            })
+        },
+    );
+    let dependents = controller.store();
+    let apps: Api<Application> = runtime::scoped(&ctx.client, namespace.as_deref());
+    let controller = controller.watches_stream(
+        watcher(apps, runtime::watch::own_kinds()).touched_objects(),
+        move |dep: Application| {
+            artifacts::referring(&dependents, &dep, |ks, ns, name| {
+                depends_on(ks, Application::KIND, ns, name)
             })
         },
     );
@@ -110,17 +118,20 @@ impl Recorded for Inventories {
             if owner == except || request::cluster(&ks).as_ref() != Ok(cluster) {
                 continue;
             }
-            let entries = ks
-                .status
-                .iter()
-                .flat_map(|s| &s.inventory)
-                .flat_map(|i| &i.entries);
-            for e in entries.filter(|e| wanted.contains(&e.id)) {
-                held.push((e.id.clone(), owner.clone()));
-            }
+            let inventory = ks.status.as_ref().and_then(|s| s.inventory.as_ref());
+            crate::sync::held_in(inventory, wanted, &owner, &mut held);
         }
         held
     }
+}
+
+/// Whether `ks` depends on `kind` `ns/name`.
+fn depends_on(ks: &Kustomization, kind: &str, ns: &str, name: &str) -> bool {
+    ks.spec.depends_on.iter().any(|d| {
+        d.kind.as_deref().unwrap_or(Kustomization::KIND) == kind
+            && d.name == name
+            && in_namespace(ks, &d.namespace, ns)
+    })
 }
 
 /// Whether a reference's namespace (defaulting to the Kustomization's own) is `ns`.
@@ -340,30 +351,21 @@ async fn tell_holders(ctx: &Context, claimant: &str, held: &[(ObjectId, String)]
     }
 }
 
-/// Dependencies must be Ready at their current generation.
+/// Dependencies (Kustomizations by default, or Applications) must be Ready at their current
+/// generation.
 async fn dependencies_ready(ks: &Kustomization, ctx: &Context) -> Result<(), Failure> {
     let ns = ks.namespace().unwrap_or_default();
-    let not_ready = |message: String| Failure::new(Reason::DependencyNotReady, message);
-    for dep in &ks.spec.depends_on {
-        let dep_ns = dep.namespace.clone().unwrap_or_else(|| ns.clone());
-        let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &dep_ns);
-        let ready = match api.get_opt(&dep.name).await {
-            Ok(Some(d)) => {
-                let st = d.status.unwrap_or_default();
-                conditions::is_true(&st.conditions, READY)
-                    && st.observed_generation == d.metadata.generation
-            }
-            Ok(None) => false,
-            Err(e) => return Err(not_ready(format!("dependency {dep_ns}/{}: {e}", dep.name))),
-        };
-        if !ready {
-            return Err(not_ready(format!(
-                "dependency '{dep_ns}/{}' is not ready",
-                dep.name
-            )));
-        }
-    }
-    Ok(())
+    let deps: Vec<Dependency<'_>> = ks
+        .spec
+        .depends_on
+        .iter()
+        .map(|d| Dependency {
+            kind: d.kind.as_deref().unwrap_or(Kustomization::KIND),
+            name: &d.name,
+            namespace: d.namespace.as_deref(),
+        })
+        .collect();
+    super::dependencies::ready(ctx, &ns, &deps).await
 }
 
 /// On deletion: prune the inventory when `deletionPolicy` says so (`MirrorPrune` follows

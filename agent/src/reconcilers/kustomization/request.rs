@@ -155,6 +155,7 @@ pub fn transform(ks: &Kustomization) -> Transform {
     let metadata = ks.spec.common_metadata.clone().unwrap_or_default();
     Transform {
         target_namespace: ks.spec.target_namespace.clone(),
+        default_namespace: None,
         labels: metadata.labels,
         annotations: metadata.annotations,
     }

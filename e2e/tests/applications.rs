@@ -1,0 +1,436 @@
+//! Issue 11 acceptance: Argo CD's Applications, moved over by their apiVersion, against a
+//! real API server and real Git servers on loopback.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use anyhow::{Result, bail};
+use common::*;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use skewer_agent::api::{Application, ApplicationStatus};
+use skewer_e2e::git::GitServer;
+use skewer_e2e::{eventually, kc, kc_apply};
+
+async fn app_status(c: &kube::Client, ns: &str, name: &str) -> Result<ApplicationStatus> {
+    let api: Api<Application> = Api::namespaced(c.clone(), ns);
+    Ok(api.get(name).await?.status.unwrap_or_default())
+}
+
+/// Waits until Application `ns/name`'s status passes `check` (which says what is wrong).
+async fn wait_app(
+    c: &kube::Client,
+    ns: &str,
+    name: &str,
+    what: &str,
+    check: impl Fn(&ApplicationStatus) -> Result<()>,
+) -> Result<ApplicationStatus> {
+    eventually(&format!("Application {ns}/{name} {what}"), WAIT, || async {
+        let st = app_status(c, ns, name).await?;
+        check(&st).map(|()| Some(st.clone()))
+    })
+    .await
+}
+
+fn sync_health(st: &ApplicationStatus) -> (String, String) {
+    (
+        st.sync
+            .as_ref()
+            .map(|s| s.status.clone())
+            .unwrap_or_default(),
+        st.health
+            .as_ref()
+            .map(|h| h.status.clone())
+            .unwrap_or_default(),
+    )
+}
+
+fn synced_healthy(st: &ApplicationStatus) -> Result<()> {
+    match sync_health(st) {
+        (s, h) if s == "Synced" && h == "Healthy" => Ok(()),
+        other => bail!("{other:?}: {:?}", st.conditions),
+    }
+}
+
+fn ready_message(st: &ApplicationStatus) -> String {
+    st.conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| format!("{} {} {}", c.status, c.reason, c.message))
+        .unwrap_or_default()
+}
+
+fn cm(name: &str, value: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata: {{value: '{value}'}}\n"
+    )
+}
+
+async fn cm_value(c: &kube::Client, ns: &str, name: &str) -> Result<Option<String>> {
+    let api: Api<ConfigMap> = Api::namespaced(c.clone(), ns);
+    Ok(api
+        .get_opt(name)
+        .await?
+        .and_then(|m| m.data)
+        .and_then(|d| d.get("value").cloned()))
+}
+
+/// The resources status lists: `name` → (sync status, requires pruning).
+fn listed(st: &ApplicationStatus) -> BTreeMap<String, (String, bool)> {
+    st.resources
+        .iter()
+        .map(|r| (r.name.clone(), (r.status.clone(), r.requires_pruning)))
+        .collect()
+}
+
+const GUIDE_PATH: &str = "gitops/teams/clusters/do-cluster-dev-cluster";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_platform_guides_application_moves_over_by_its_api_version() -> Result<()> {
+    let git = GitServer::start()?;
+    let repo = git.repo("platform")?;
+    let ns = skewer_e2e::namespace("argo")?;
+    let dest = format!("{ns}-operator");
+    repo.write(&format!("{GUIDE_PATH}/cluster.yaml"), &cm("cluster", "one"))?;
+    repo.write(&format!("{GUIDE_PATH}/stack.yaml"), &cm("stack", "one"))?;
+    // The developer portal's descriptor, beside the manifests: never applied.
+    repo.write(
+        &format!("{GUIDE_PATH}/catalog-info.yaml"),
+        "apiVersion: backstage.io/v1alpha1\nkind: Component\nmetadata: {name: do-cluster}\nspec: {type: service}\n",
+    )?;
+    repo.write(
+        &format!("{GUIDE_PATH}/nested/extra.yaml"),
+        &cm("extra", "one"),
+    )?;
+    let first = repo.commit("one")?;
+    let c = client().await;
+    let _skewer = skewer_e2e::Skewer::start(&ns)?;
+    kc_apply(&format!(
+        r#"apiVersion: skewer.dev/v1alpha1
+kind: Application
+metadata: {{name: do-cluster-dev-team-a, namespace: {ns}}}
+spec:
+  destination: {{namespace: {dest}, server: https://kubernetes.default.svc}}
+  source:
+    path: {GUIDE_PATH}
+    directory: {{recurse: false, exclude: '{{catalog-info.yaml}}'}}
+    targetRevision: main
+    repoURL: {url}
+  syncPolicy:
+    automated: {{prune: true, selfHeal: true}}
+    syncOptions: [ServerSideApply=true, CreateNamespace=true]
+  interval: 1s
+"#,
+        url = repo.url
+    ))?;
+    let app = "do-cluster-dev-team-a";
+    let st = wait_app(&c, &ns, app, "Synced and Healthy", synced_healthy).await?;
+    assert_eq!(
+        st.sync.as_ref().and_then(|s| s.revision.clone()),
+        Some(format!("main@sha1:{first}"))
+    );
+    let names: Vec<&str> = st.resources.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["cluster", "stack"],
+        "everything but catalog-info and nested/"
+    );
+    assert!(st.resources.iter().all(|r| r.kind == "ConfigMap"
+        && r.version == "v1"
+        && r.namespace == dest
+        && r.health.as_ref().is_some_and(|h| h.status == "Healthy")));
+    assert_eq!(st.source_type.as_deref(), Some("Directory"));
+    let op = st.operation_state.clone().unwrap_or_default();
+    assert_eq!(op.phase, "Succeeded");
+    assert_eq!(op.sync_result.map(|r| r.resources.len()), Some(2));
+    assert_eq!(
+        cm_value(&c, &dest, "cluster").await?.as_deref(),
+        Some("one")
+    );
+    assert_eq!(
+        cm_value(&c, &dest, "extra").await?,
+        None,
+        "subdirectories are not read"
+    );
+    // kubectl prints Argo CD's columns.
+    let row = kc(&["get", "applications", "-n", &ns, "--no-headers"])?;
+    assert!(row.contains("Synced") && row.contains("Healthy"), "{row}");
+
+    // Self-heal: a deleted object comes back.
+    kc(&["delete", "configmap", "cluster", "-n", &dest])?;
+    eventually("the deleted ConfigMap is recreated", WAIT, || async {
+        Ok(cm_value(&c, &dest, "cluster").await?.map(|_| ()))
+    })
+    .await?;
+
+    // Prune: an object removed from Git is deleted.
+    repo.remove(&format!("{GUIDE_PATH}/stack.yaml"))?;
+    let second = repo.commit("two")?;
+    wait_app(&c, &ns, app, "synced at the second commit", |st| {
+        synced_healthy(st)?;
+        match st.sync.as_ref().and_then(|s| s.revision.as_deref()) {
+            Some(r) if r.ends_with(&second) => Ok(()),
+            other => bail!("revision {other:?}"),
+        }
+    })
+    .await?;
+    // Foreground deletion (Argo CD's default propagation): gone once the collector is done.
+    eventually("the removed ConfigMap is pruned", WAIT, || async {
+        Ok(cm_value(&c, &dest, "stack").await?.is_none().then_some(()))
+    })
+    .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_automation_changes_wait_for_a_sync_and_drift_is_shown_not_healed() -> Result<()> {
+    let git = GitServer::start()?;
+    let repo = git.repo("manual")?;
+    let ns = skewer_e2e::namespace("manual")?;
+    repo.write("apps/a.yaml", &cm("a", "one"))?;
+    repo.write("apps/b.yaml", &cm("b", "one"))?;
+    repo.commit("one")?;
+    let c = client().await;
+    let _skewer = skewer_e2e::Skewer::start(&ns)?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: manual, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: {}, path: apps, targetRevision: HEAD}}\n  interval: 1s\n",
+        repo.url
+    ))?;
+    let st = wait_app(
+        &c,
+        &ns,
+        "manual",
+        "OutOfSync before any sync",
+        |st| match sync_health(st).0.as_str() {
+            "OutOfSync" if st.resources.len() == 2 => Ok(()),
+            other => bail!("{other}: {:?}", st.resources),
+        },
+    )
+    .await?;
+    assert!(
+        ready_message(&st).contains("skewer sync app/manual"),
+        "{}",
+        ready_message(&st)
+    );
+    assert_eq!(
+        cm_value(&c, &ns, "a").await?,
+        None,
+        "nothing applied unasked"
+    );
+
+    let sync = |at: &str| {
+        kc(&[
+            "annotate",
+            "--overwrite",
+            "application/manual",
+            "-n",
+            &ns,
+            &format!("skewer.dev/sync-requested-at={at}"),
+        ])
+    };
+    sync("1")?;
+    wait_app(&c, &ns, "manual", "Synced after the sync", synced_healthy).await?;
+    assert_eq!(cm_value(&c, &ns, "a").await?.as_deref(), Some("one"));
+
+    // A Git change: exactly the changed object is OutOfSync, and the server keeps the old one.
+    repo.write("apps/b.yaml", &cm("b", "two"))?;
+    repo.commit("two")?;
+    let st = wait_app(&c, &ns, "manual", "OutOfSync on b alone", |st| {
+        let l = listed(st);
+        match (l.get("a"), l.get("b")) {
+            (Some((a, _)), Some((b, _))) if a == "Synced" && b == "OutOfSync" => Ok(()),
+            _ => bail!("{l:?}"),
+        }
+    })
+    .await?;
+    assert!(ready_message(&st).contains("ConfigMap/") && ready_message(&st).contains("/b"));
+    assert_eq!(cm_value(&c, &ns, "b").await?.as_deref(), Some("one"));
+
+    sync("2")?;
+    wait_app(&c, &ns, "manual", "Synced at two", |st| {
+        synced_healthy(st)?;
+        if st.resources.iter().all(|r| r.status == "Synced") {
+            Ok(())
+        } else {
+            bail!("{:?}", listed(st))
+        }
+    })
+    .await?;
+    assert_eq!(cm_value(&c, &ns, "b").await?.as_deref(), Some("two"));
+
+    // Drift without self-heal: reported, and left.
+    kc(&[
+        "patch",
+        "configmap",
+        "a",
+        "-n",
+        &ns,
+        "--type=merge",
+        "-p",
+        r#"{"data":{"value":"by hand"}}"#,
+    ])?;
+    wait_app(
+        &c,
+        &ns,
+        "manual",
+        "OutOfSync on the drifted a",
+        |st| match listed(st).get("a") {
+            Some((s, _)) if s == "OutOfSync" => Ok(()),
+            _ => bail!("{:?}", listed(st)),
+        },
+    )
+    .await?;
+    assert_eq!(cm_value(&c, &ns, "a").await?.as_deref(), Some("by hand"));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn what_skewer_does_not_do_is_refused_naming_the_field() -> Result<()> {
+    let ns = skewer_e2e::namespace("refused")?;
+    let c = client().await;
+    let _skewer = skewer_e2e::Skewer::start(&ns)?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: helm, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: https://charts.example.com, chart: nginx, targetRevision: 15.0.0, helm: {{releaseName: web}}}}\n"
+    ))?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: options, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: https://example.com/x.git, path: .}}\n  syncPolicy: {{syncOptions: [CreateNamespace=true, Replace=true]}}\n"
+    ))?;
+    for (name, field) in [
+        ("helm", "spec.source.chart"),
+        (
+            "options",
+            "spec.syncPolicy.syncOptions[1]: 'Replace=true' is not supported",
+        ),
+    ] {
+        wait_app(&c, &ns, name, "refused", |st| {
+            let m = ready_message(st);
+            if m.starts_with("False InvalidSpec") && m.contains(field) {
+                Ok(())
+            } else {
+                bail!("{m}")
+            }
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn twenty_applications_on_one_repository_and_revision_fetch_once() -> Result<()> {
+    let git = GitServer::start_http()?;
+    let repo = git.repo("shared")?;
+    let ns = skewer_e2e::namespace("shared")?;
+    for i in 0..20 {
+        repo.write(&format!("apps/{i}/cm.yaml"), &cm(&format!("cm-{i}"), "one"))?;
+    }
+    repo.commit("one")?;
+    let c = client().await;
+    let _skewer = skewer_e2e::Skewer::start(&ns)?;
+    let mut yaml = String::new();
+    for i in 0..20 {
+        yaml.push_str(&format!(
+            "---\napiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: app-{i}, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: {}, path: apps/{i}, targetRevision: main}}\n  syncPolicy: {{automated: {{}}}}\n",
+            repo.url
+        ));
+    }
+    kc_apply(&yaml)?;
+    for i in 0..20 {
+        wait_app(&c, &ns, &format!("app-{i}"), "Synced", synced_healthy).await?;
+    }
+    // One fetch (and its ref listing), whatever the number of Applications.
+    let (fetches, listings) = (
+        git.requests("git-upload-pack fetch"),
+        git.requests("git-upload-pack ls-refs"),
+    );
+    assert_eq!(fetches, 1, "fetches");
+    assert!((1..=2).contains(&listings), "ref listings: {listings}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dependencies_cross_kinds_both_ways() -> Result<()> {
+    let git = GitServer::start()?;
+    let repo = git.repo("deps")?;
+    let ns = skewer_e2e::namespace("deps")?;
+    repo.write("infra/cm.yaml", &cm("infra", "one"))?;
+    repo.write("app/cm.yaml", &cm("app", "one"))?;
+    repo.write("after/cm.yaml", &cm("after", "one"))?;
+    let commit = repo.commit("one")?;
+    let c = client().await;
+    let _skewer = skewer_e2e::Skewer::start(&ns)?;
+    // The Application waits for a Kustomization that does not exist yet.
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: app, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: {}, path: app}}\n  syncPolicy: {{automated: {{}}}}\n  dependsOn: [{{kind: Kustomization, name: infra}}]\n",
+        repo.url
+    ))?;
+    // A Kustomization that waits for the Application.
+    git_repository(&ns, "src", &repo.url)?;
+    let here = format!("  targetNamespace: {ns}\n");
+    kustomization(
+        &ns,
+        "after",
+        "src",
+        "./after",
+        &format!("{here}  dependsOn: [{{kind: Application, name: app}}]\n"),
+    )?;
+    wait_app(&c, &ns, "app", "waiting for infra", |st| {
+        let m = ready_message(st);
+        if m.contains("DependencyNotReady") && m.contains("Kustomization") {
+            Ok(())
+        } else {
+            bail!("{m}")
+        }
+    })
+    .await?;
+    assert_eq!(cm_value(&c, &ns, "app").await?, None);
+    assert_eq!(cm_value(&c, &ns, "after").await?, None);
+
+    kustomization(&ns, "infra", "src", "./infra", &here)?;
+    wait_applied(&c, &ns, "infra", &commit).await?;
+    wait_app(&c, &ns, "app", "Synced after infra", synced_healthy).await?;
+    wait_applied(&c, &ns, "after", &commit).await?;
+    assert_eq!(cm_value(&c, &ns, "after").await?.as_deref(), Some("one"));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_sync_retries_with_backoff_and_ends_failed_at_the_limit() -> Result<()> {
+    let git = GitServer::start()?;
+    let repo = git.repo("failing")?;
+    let ns = skewer_e2e::namespace("failing")?;
+    // The API server rejects this name.
+    repo.write("apps/bad.yaml", &cm("Not_A_Name", "x"))?;
+    repo.commit("one")?;
+    let c = client().await;
+    let _skewer = skewer_e2e::Skewer::start(&ns)?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: failing, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: {}, path: apps}}\n  syncPolicy:\n    automated: {{}}\n    retry: {{limit: 2, backoff: {{duration: 1s, factor: 2, maxDuration: 5s}}}}\n",
+        repo.url
+    ))?;
+    let seen = std::sync::Mutex::new(Vec::new());
+    let st = eventually("the sync to fail at its limit", WAIT, || async {
+        let st = app_status(&c, &ns, "failing").await?;
+        let op = st.operation_state.clone().unwrap_or_default();
+        {
+            let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+            if seen.last() != Some(&op.retry_count) {
+                seen.push(op.retry_count);
+            }
+        }
+        if op.phase == "Failed" {
+            return Ok(Some(st));
+        }
+        bail!("{} {}: {}", op.phase, op.retry_count, op.message)
+    })
+    .await?;
+    let seen = seen.into_inner().unwrap_or_default();
+    let op = st.operation_state.unwrap_or_default();
+    assert_eq!(op.retry_count, 3, "the first attempt and two retries");
+    assert!(
+        seen.contains(&1) || seen.contains(&2),
+        "attempts were visible: {seen:?}"
+    );
+    assert!(op.message.contains("Not_A_Name"), "{}", op.message);
+    Ok(())
+}
