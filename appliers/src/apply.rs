@@ -201,7 +201,7 @@ impl Applier {
     pub async fn apply(&self, plan: &Plan, opts: &ApplyOptions) -> Result<Vec<Outcome>, Partial> {
         let mut outcomes = Vec::with_capacity(plan.len());
         let mut refused = Vec::new();
-        for stage in &plan.stages {
+        for (i, stage) in plan.stages.iter().enumerate() {
             // Indices, not `&Planned`: a closure over borrowed items makes the future not
             // provably Send for every lifetime (rust-lang/rust#102211).
             let results: Vec<Result<Outcome, ApplyError>> = stream::iter(0..stage.len())
@@ -221,6 +221,10 @@ impl Applier {
                 refused.push(e);
                 break;
             }
+            if let Err(e) = self.wait_for_wave(plan, i, opts).await {
+                refused.push(e);
+                break;
+            }
         }
         if refused.is_empty() {
             Ok(outcomes)
@@ -230,6 +234,45 @@ impl Applier {
                 errors: refused,
             })
         }
+    }
+
+    /// After stage `i`, when the next stage is of a later sync wave: waits until every object
+    /// of stage `i`'s wave is healthy, or fails at the apply deadline naming what is not.
+    async fn wait_for_wave(
+        &self,
+        plan: &Plan,
+        i: usize,
+        opts: &ApplyOptions,
+    ) -> Result<(), ApplyError> {
+        let wave_of = |s: &[Planned]| s.first().map(|p| crate::order::wave(&p.manifest));
+        let Some(this) = plan.stages.get(i).and_then(|s| wave_of(s)) else {
+            return Ok(());
+        };
+        match plan.stages.get(i + 1).and_then(|s| wave_of(s)) {
+            Some(next) if next != this => {}
+            _ => return Ok(()),
+        }
+        let objects: Vec<(ObjectId, String)> = plan.stages[..=i]
+            .iter()
+            .flatten()
+            .filter(|p| crate::order::wave(&p.manifest) == this)
+            .map(|p| (p.manifest.id(), p.manifest.api_version().to_string()))
+            .collect();
+        let report = crate::wait::healthy(&self.resources, &objects, opts.wait_timeout).await;
+        if report.is_healthy() {
+            return Ok(());
+        }
+        Err(ApplyError {
+            object: format!("sync wave {this}"),
+            origin: String::new(),
+            message: format!(
+                "not healthy after {:?}, so later waves were not applied: {}",
+                opts.wait_timeout,
+                crate::message::summarize(&report.problems())
+            ),
+            forbidden: false,
+            unreachable: false,
+        })
     }
 
     fn api(&self, p: &Planned) -> Api<DynamicObject> {

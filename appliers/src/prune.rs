@@ -1,6 +1,7 @@
 //! Prune: delete what left the source. Only objects that were in the previous inventory, are
 //! absent from the new one, still exist, and still carry this owner's labels are deleted;
-//! `skewer.dev/prune: disabled` keeps an object. Deletion runs in reverse apply order.
+//! `skewer.dev/prune: disabled` keeps an object. Deletion runs in reverse apply order: the
+//! highest sync wave first.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +10,7 @@ use kube::api::{DeleteParams, PropagationPolicy};
 
 use crate::apply::api_message;
 use crate::object::ObjectId;
-use crate::order::kind_rank;
+use crate::order::{ARGO_SYNC_WAVE, SYNC_WAVE, kind_rank};
 use crate::resources::{ResourceError, Resources};
 use crate::transform::Owner;
 
@@ -25,6 +26,9 @@ pub struct PruneReport {
 }
 
 /// Deletes stale objects. `stale` holds ids with the API version they were applied with.
+/// Each is looked up first; then they are deleted in reverse apply order: the highest sync wave
+/// first (its wave read from the live object), and within a wave ordinary objects before
+/// definitions, namespaces last.
 pub async fn prune(
     resources: &Resources,
     stale: Vec<(ObjectId, String)>,
@@ -32,21 +36,37 @@ pub async fn prune(
     propagation: PropagationPolicy,
     concurrency: usize,
 ) -> PruneReport {
-    // Reverse order: ordinary objects first, then definitions, namespaces last.
-    let mut by_rank: BTreeMap<std::cmp::Reverse<u8>, Vec<(ObjectId, String)>> = BTreeMap::new();
-    for (id, v) in stale {
-        by_rank
-            .entry(std::cmp::Reverse(kind_rank(&id.kind)))
-            .or_default()
-            .push((id, v));
-    }
     let mut report = PruneReport::default();
-    for (_, batch) in by_rank {
+    let looked: Vec<(ObjectId, String, Result<Verdict, String>)> = stream::iter(stale)
+        .map(|(id, v)| async move {
+            let r = inspect(resources, &id, &v, owner).await;
+            (id, v, r)
+        })
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await;
+    type Order = (std::cmp::Reverse<i64>, std::cmp::Reverse<u8>);
+    let mut batches: BTreeMap<Order, Vec<(ObjectId, String)>> = BTreeMap::new();
+    for (id, v, r) in looked {
+        match r {
+            Ok(Verdict::Delete { wave }) => batches
+                .entry((
+                    std::cmp::Reverse(wave),
+                    std::cmp::Reverse(kind_rank(&id.kind)),
+                ))
+                .or_default()
+                .push((id, v)),
+            Ok(Verdict::Deleting) => report.deleted.push(id),
+            Ok(Verdict::Keep(reason)) => report.skipped.push((id, reason)),
+            Err(e) => report.failed.push((id, v, e)),
+        }
+    }
+    for (_, batch) in batches {
         let results: Vec<(ObjectId, String, Result<Option<String>, String>)> = stream::iter(batch)
             .map(|(id, v)| {
                 let propagation = propagation.clone();
                 async move {
-                    let r = prune_one(resources, &id, &v, owner, propagation).await;
+                    let r = delete(resources, &id, &v, propagation).await;
                     (id, v, r)
                 }
             })
@@ -64,18 +84,28 @@ pub async fn prune(
     report
 }
 
-/// `Ok(None)`: deleted. `Ok(Some(reason))`: deliberately left alone.
-async fn prune_one(
+/// What to do with one stale object.
+enum Verdict {
+    /// Delete it, in its sync wave's turn.
+    Delete { wave: i64 },
+    /// It is being deleted already.
+    Deleting,
+    /// Deliberately left alone, with why.
+    Keep(String),
+}
+
+async fn inspect(
     resources: &Resources,
     id: &ObjectId,
     version: &str,
     owner: &Owner,
-    propagation: PropagationPolicy,
-) -> Result<Option<String>, String> {
+) -> Result<Verdict, String> {
     let resolved = match resources.resolve(version, &id.kind, &[]).await {
         Ok(r) => r,
         // The kind itself is gone (its CRD was deleted): so is the object.
-        Err(ResourceError::Unknown { .. }) => return Ok(Some("its kind no longer exists".into())),
+        Err(ResourceError::Unknown { .. }) => {
+            return Ok(Verdict::Keep("its kind no longer exists".into()));
+        }
         Err(e) => return Err(e.to_string()),
     };
     let api = resolved.api(resources.client().clone(), &id.namespace);
@@ -84,24 +114,40 @@ async fn prune_one(
         .await
         .map_err(|e| api_message(&e))?
     else {
-        return Ok(Some("already gone".into()));
+        return Ok(Verdict::Keep("already gone".into()));
     };
     let meta = &live.metadata;
-    if meta
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(PRUNE))
-        .map(String::as_str)
-        == Some("disabled")
-    {
-        return Ok(Some(format!("annotated {PRUNE}: disabled")));
+    let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key));
+    if annotation(PRUNE).map(String::as_str) == Some("disabled") {
+        return Ok(Verdict::Keep(format!("annotated {PRUNE}: disabled")));
     }
     if !owner.owns(meta.labels.as_ref()) {
-        return Ok(Some("no longer carries this owner's labels".into()));
+        return Ok(Verdict::Keep(
+            "no longer carries this owner's labels".into(),
+        ));
     }
     if meta.deletion_timestamp.is_some() {
-        return Ok(None);
+        return Ok(Verdict::Deleting);
     }
+    let wave = annotation(SYNC_WAVE)
+        .or_else(|| annotation(ARGO_SYNC_WAVE))
+        .and_then(|w| w.trim().parse().ok())
+        .unwrap_or(0);
+    Ok(Verdict::Delete { wave })
+}
+
+/// `Ok(None)`: deleted. `Ok(Some(reason))`: gone meanwhile.
+async fn delete(
+    resources: &Resources,
+    id: &ObjectId,
+    version: &str,
+    propagation: PropagationPolicy,
+) -> Result<Option<String>, String> {
+    let resolved = resources
+        .resolve(version, &id.kind, &[])
+        .await
+        .map_err(|e| e.to_string())?;
+    let api = resolved.api(resources.client().clone(), &id.namespace);
     let dp = DeleteParams {
         propagation_policy: Some(propagation),
         ..Default::default()

@@ -434,3 +434,84 @@ async fn a_failing_sync_retries_with_backoff_and_ends_failed_at_the_limit() -> R
     assert!(op.message.contains("Not_A_Name"), "{}", op.message);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sync_waves_wait_for_health_and_prune_in_reverse() -> Result<()> {
+    let git = GitServer::start()?;
+    let repo = git.repo("waves")?;
+    let ns = skewer_e2e::namespace("waves")?;
+    let wave = |w: &str| format!("  annotations: {{argocd.argoproj.io/sync-wave: '{w}'}}\n");
+    let deployment = |replicas: u32| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n{}spec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec: {{containers: [{{name: web, image: example.com/web:1}}]}}\n",
+            wave("0")
+        )
+    };
+    let cm_in = |name: &str, w: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n{}data: {{v: x}}\n",
+            wave(w)
+        )
+    };
+    repo.write("apps/first.yaml", &cm_in("first", "-1"))?;
+    // This cluster has no kubelet: a Deployment of one replica never becomes available.
+    repo.write("apps/web.yaml", &deployment(1))?;
+    repo.write("apps/last.yaml", &cm_in("last", "1"))?;
+    repo.commit("one")?;
+    let c = client().await;
+    let _skewer = skewer_e2e::Skewer::start(&ns)?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: waves, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: {}, path: apps}}\n  syncPolicy: {{automated: {{prune: true}}}}\n  interval: 1s\n  timeout: 3s\n",
+        repo.url
+    ))?;
+    let st = wait_app(&c, &ns, "waves", "stopped at wave 0", |st| {
+        let op = st.operation_state.clone().unwrap_or_default();
+        if op.message.contains("sync wave 0") {
+            Ok(())
+        } else {
+            bail!("{}: {}", op.phase, op.message)
+        }
+    })
+    .await?;
+    assert!(
+        st.operation_state
+            .unwrap_or_default()
+            .message
+            .contains("Deployment/"),
+        "names the unhealthy object"
+    );
+    assert!(
+        cm_value(&c, &ns, "first").await?.is_none(),
+        "first has data.v, not value"
+    );
+    let api: Api<ConfigMap> = Api::namespaced(c.clone(), &ns);
+    assert!(api.get_opt("first").await?.is_some(), "wave -1 applied");
+    assert!(
+        api.get_opt("last").await?.is_none(),
+        "wave 1 waits for wave 0"
+    );
+
+    // Wave 0 made healthy (no replicas to wait for): wave 1 follows.
+    repo.write("apps/web.yaml", &deployment(0))?;
+    repo.commit("two")?;
+    wait_app(&c, &ns, "waves", "Synced and Healthy", synced_healthy).await?;
+    assert!(api.get_opt("last").await?.is_some(), "wave 1 applied");
+
+    // Everything leaves Git: pruned from the last wave back.
+    repo.remove("apps/first.yaml")?;
+    repo.remove("apps/web.yaml")?;
+    repo.remove("apps/last.yaml")?;
+    repo.write("apps/keep.yaml", &cm_in("keep", "0"))?;
+    repo.commit("three")?;
+    let deletes = eventually("three deletions", WAIT, || async {
+        let deletes: Vec<String> = skewer_e2e::audited("skewer", &ns)?
+            .into_iter()
+            .filter(|a| a.verb == "delete")
+            .map(|a| a.name)
+            .collect();
+        Ok((deletes.len() >= 3).then_some(deletes))
+    })
+    .await?;
+    assert_eq!(deletes, ["last", "web", "first"], "reverse wave order");
+    Ok(())
+}

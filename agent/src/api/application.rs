@@ -73,6 +73,10 @@ pub struct ApplicationSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(pattern(super::duration::PATTERN))]
     pub interval: Option<String>,
+    /// Bound on one sync's waits (a sync wave becoming healthy before the next); default 5m.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(super::duration::PATTERN))]
+    pub timeout: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

@@ -565,7 +565,7 @@ async fn sync_once(
         return op("Failed", f.message, retries + 1, Vec::new());
     }
     let owner = owner_of(app);
-    let deadline = deadline_after(spec.interval.max(Duration::from_secs(60)));
+    let deadline = deadline_after(spec.timeout);
     let apply = ApplyOptions {
         field_manager: FIELD_MANAGER.into(),
         owner: labels_owner(app),

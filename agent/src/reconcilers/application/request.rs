@@ -18,6 +18,7 @@ use crate::runtime::{Failure, Settings};
 pub const IN_CLUSTER: &str = "https://kubernetes.default.svc";
 /// Argo CD's `timeout.reconciliation`.
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(180);
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Sync without being asked: on every change of the source, or of the spec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +96,8 @@ pub struct Spec {
     pub options: Options,
     pub retry: RetryPolicy,
     pub interval: Duration,
+    /// Bound on one sync's waits.
+    pub timeout: Duration,
     pub destination: Destination,
     pub namespace: Option<String>,
     /// `system:serviceaccount:<ns>:<name>` to impersonate.
@@ -204,6 +207,10 @@ pub fn spec(app: &Application, settings: &Settings) -> Result<Spec, Failure> {
         Some(i) => duration::interval("interval", i).map_err(Failure::invalid)?,
         None => DEFAULT_INTERVAL,
     };
+    let timeout = match &s.timeout {
+        Some(t) => duration::field("timeout", t).map_err(Failure::invalid)?,
+        None => DEFAULT_TIMEOUT,
+    };
     let d = &s.destination;
     let destination = match (d.server.as_deref(), d.name.as_deref()) {
         (Some(_), Some(_)) => {
@@ -237,6 +244,7 @@ pub fn spec(app: &Application, settings: &Settings) -> Result<Spec, Failure> {
         options,
         retry,
         interval,
+        timeout,
         destination,
         namespace: d.namespace.clone().filter(|n| !n.is_empty()),
         identity,
@@ -433,11 +441,7 @@ syncPolicy:
             }
             let app = app(&serde_json::to_string(&spec).unwrap());
             let f = spec_err(&app);
-            assert!(
-                f.message.starts_with(field),
-                "{change}: {}",
-                f.message
-            );
+            assert!(f.message.starts_with(field), "{change}: {}", f.message);
         }
     }
 
