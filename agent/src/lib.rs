@@ -4,6 +4,7 @@
 //! `http`, `manifests`). ARCHITECTURE.md at the top of the repository walks the layers.
 
 pub mod api;
+pub mod apps;
 pub mod appsource;
 pub mod artifacts;
 pub mod build;

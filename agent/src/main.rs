@@ -46,7 +46,17 @@ enum Command {
         #[arg(long)]
         kustomization: Option<PathBuf>,
     },
-    /// Show what skewer manages: `skewer get clusters`.
+    /// Ask an Application to sync now (`app/<name>`; even without automation), or a
+    /// Kustomization to reconcile in full (`ks/<name>`).
+    Sync {
+        target: skewer_agent::apps::Target,
+        #[arg(long, short = 'n', default_value = "default")]
+        namespace: String,
+        /// Wait until the sync is done (Synced and Healthy, or failed), at most this long.
+        #[arg(long, num_args = 0..=1, default_missing_value = "5m", value_parser = parse_duration)]
+        wait: Option<Duration>,
+    },
+    /// Show what skewer manages: `skewer get clusters`, `skewer get applications`.
     Get {
         #[command(subcommand)]
         what: Get,
@@ -180,6 +190,16 @@ fn created_default() -> Result<String> {
 
 #[derive(Subcommand)]
 enum Get {
+    /// Applications: sync status, health, revision, and why they are not Ready.
+    #[command(alias = "apps", alias = "app", alias = "application")]
+    Applications {
+        #[arg(long, short = 'n', default_value = "default")]
+        namespace: String,
+        #[arg(long, short = 'A')]
+        all_namespaces: bool,
+        #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// The hub and every registered cluster: server, version, reachable, how many
     /// Kustomizations target it, last error.
     Clusters {
@@ -268,6 +288,14 @@ struct RunArgs {
     metrics_addr: std::net::SocketAddr,
 }
 
+/// A client of the hub from KUBECONFIG (or in-cluster), for the commands that read it.
+async fn hub_client() -> Result<kube::Client> {
+    let config = kube::Config::infer()
+        .await
+        .context("reading the cluster configuration (KUBECONFIG or in-cluster)")?;
+    kube::Client::try_from(config).context("connecting to the hub")
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     api::duration::parse(s).map_err(|e| e.to_string())
 }
@@ -300,6 +328,36 @@ async fn main() -> Result<()> {
                 kustomization.as_deref(),
             )?;
             print!("{yaml}");
+            Ok(())
+        }
+        Command::Get {
+            what:
+                Get::Applications {
+                    namespace,
+                    all_namespaces,
+                    output,
+                },
+        } => {
+            let client = hub_client().await?;
+            let namespace = (!all_namespaces).then_some(namespace.as_str());
+            let rows = skewer_agent::apps::list(&client, namespace)
+                .await
+                .context("listing Applications")?;
+            match output {
+                Output::Table => print!("{}", skewer_agent::apps::table(&rows, all_namespaces)),
+                Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+                Output::Yaml => print!("{}", serde_saphyr::to_string(&rows)?),
+            }
+            Ok(())
+        }
+        Command::Sync {
+            target,
+            namespace,
+            wait,
+        } => {
+            let client = hub_client().await?;
+            let line = skewer_agent::apps::sync(&client, &namespace, &target, wait).await?;
+            println!("{line}");
             Ok(())
         }
         Command::Get {

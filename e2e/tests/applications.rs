@@ -219,18 +219,29 @@ async fn without_automation_changes_wait_for_a_sync_and_drift_is_shown_not_heale
         "nothing applied unasked"
     );
 
-    let sync = |at: &str| {
-        kc(&[
-            "annotate",
-            "--overwrite",
-            "application/manual",
-            "-n",
-            &ns,
-            &format!("skewer.dev/sync-requested-at={at}"),
-        ])
+    // `skewer sync --wait`, as a person would type it.
+    let cli = |args: &[&str]| -> Result<String> {
+        let out = std::process::Command::new(skewer_e2e::skewer_bin())
+            .env("KUBECONFIG", skewer_e2e::hub())
+            .args(args)
+            .output()?;
+        if !out.status.success() {
+            bail!("skewer {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(String::from_utf8(out.stdout)?)
     };
-    sync("1")?;
+    let sync =
+        |_: &str| -> Result<String> { cli(&["sync", "app/manual", "-n", &ns, "--wait", "30s"]) };
+    let line = sync("1")?;
+    assert!(line.contains("Synced, Healthy"), "{line}");
     wait_app(&c, &ns, "manual", "Synced after the sync", synced_healthy).await?;
+    let table = cli(&["get", "applications", "-n", &ns])?;
+    assert!(
+        table.lines().nth(1).is_some_and(|l| l.starts_with("manual")
+            && l.contains("Synced")
+            && l.contains("Healthy")),
+        "{table}"
+    );
     assert_eq!(cm_value(&c, &ns, "a").await?.as_deref(), Some("one"));
 
     // A Git change: exactly the changed object is OutOfSync, and the server keeps the old one.
