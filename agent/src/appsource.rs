@@ -8,7 +8,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::runtime::reflector::Store;
 use sha2::{Digest, Sha256};
+use skewer_sources::repocreds::{self, CredSecret, Kind};
 use skewer_sources::{Access, Auth, GitRefSpec, Resolved};
 
 use crate::artifacts::ArtifactRef;
@@ -21,12 +25,19 @@ pub struct Wanted {
     pub target_revision: String,
 }
 
-impl Wanted {
-    /// The store key of this pair's artifacts: `appsource/<hash>`.
-    fn key(&self) -> String {
-        let digest = Sha256::digest(format!("{}\n{}", self.url, self.target_revision));
-        format!("appsource/{}", &hex::encode(digest)[..20])
-    }
+/// An entry: what is fetched, and with which credentials (`namespace/name@resourceVersion` of
+/// their Secret): Applications share a fetch only when they share both.
+type EntryKey = (Wanted, Option<String>);
+
+/// The store key of an entry's artifacts: `appsource/<hash>`.
+fn store_key((wanted, creds): &EntryKey) -> String {
+    let digest = Sha256::digest(format!(
+        "{}\n{}\n{}",
+        wanted.url,
+        wanted.target_revision,
+        creds.as_deref().unwrap_or_default()
+    ));
+    format!("appsource/{}", &hex::encode(digest)[..20])
 }
 
 #[derive(Default)]
@@ -40,19 +51,59 @@ struct Entry {
 /// the others wait for that fetch instead of starting their own).
 #[derive(Default)]
 pub struct AppSources {
-    entries: Mutex<HashMap<Wanted, Arc<tokio::sync::Mutex<Entry>>>>,
+    entries: Mutex<HashMap<EntryKey, Arc<tokio::sync::Mutex<Entry>>>>,
+    /// Repository credential Secrets, one cache per label (see [`repocreds::LABELS`]).
+    secrets: Mutex<Vec<Store<Secret>>>,
 }
 
 impl AppSources {
-    fn entry(&self, wanted: &Wanted) -> Arc<tokio::sync::Mutex<Entry>> {
+    fn entry(&self, key: &EntryKey) -> Arc<tokio::sync::Mutex<Entry>> {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.entry(wanted.clone()).or_default().clone()
+        entries.entry(key.clone()).or_default().clone()
     }
 
-    /// Forgets entries no Application names any more.
-    pub fn retain(&self, named: &[Wanted]) {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.retain(|w, _| named.contains(w));
+    /// Adds a cache of labeled repository Secrets to look credentials up in.
+    pub fn credentials_from(&self, store: Store<Secret>) {
+        self.secrets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(store);
+    }
+
+    /// The credentials of `url` for an Application of `namespace` (only Secrets of its own
+    /// namespace count): the Secret's key, and its credentials.
+    fn credentials(&self, namespace: &str, url: &str) -> Result<Option<(String, Auth)>, Failure> {
+        let stores = self
+            .secrets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let found: Vec<CredSecret> = stores
+            .iter()
+            .flat_map(|s| s.state())
+            .filter(|s| s.namespace().as_deref() == Some(namespace))
+            .filter_map(|s| {
+                let labels = s.labels();
+                let kind = repocreds::LABELS
+                    .iter()
+                    .find_map(|l| labels.get(*l).and_then(|v| Kind::of_label(v)))?;
+                Some(CredSecret {
+                    name: format!(
+                        "{namespace}/{}@{}",
+                        s.name_any(),
+                        s.resource_version().unwrap_or_default()
+                    ),
+                    kind,
+                    data: crate::clusters::data_of(&s),
+                })
+            })
+            .collect();
+        let Some(secret) = repocreds::pick(&found, url) else {
+            return Ok(None);
+        };
+        let auth = repocreds::auth(secret)
+            .map_err(|e| Failure::new(Reason::AuthenticationFailed, e.to_string()))?;
+        Ok(Some((secret.name.clone(), auth)))
     }
 }
 
@@ -60,11 +111,26 @@ impl AppSources {
 /// revision moved.
 pub async fn artifact(
     ctx: &Context,
+    namespace: &str,
     wanted: &Wanted,
     max_age: Duration,
     refresh: bool,
 ) -> Result<ArtifactRef, Failure> {
-    let entry = ctx.app_sources.entry(wanted);
+    let (creds, auth) = match ctx.app_sources.credentials(namespace, &wanted.url)? {
+        Some((name, auth)) => (Some(name), auth),
+        None => (None, Auth::none()),
+    };
+    auth.check_scheme(&wanted.url).map_err(|e| {
+        let from = creds
+            .as_deref()
+            .map_or(String::new(), |c| format!(" (Secret {c})"));
+        Failure::new(
+            Reason::AuthenticationFailed,
+            format!("spec.source.repoURL: {e}{from}"),
+        )
+    })?;
+    let entry_key = (wanted.clone(), creds);
+    let entry = ctx.app_sources.entry(&entry_key);
     let mut entry = entry.lock().await;
     if let Some((artifact, at)) = &entry.current
         && !refresh
@@ -76,9 +142,9 @@ pub async fn artifact(
     let settings = &ctx.settings;
     crate::reconcilers::source_url::check(&wanted.url, &settings.data_dir, settings.local_sources)
         .map_err(|m| Failure::invalid(format!("spec.source.repoURL: {m}")))?;
-    let key = wanted.key();
+    let key = store_key(&entry_key);
     let access = Access {
-        auth: Auth::none(),
+        auth,
         timeout: Duration::from_secs(60),
     };
     let failed = |m: String| Failure::new(Reason::GitOperationFailed, m);

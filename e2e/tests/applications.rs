@@ -526,3 +526,70 @@ async fn sync_waves_wait_for_health_and_prune_in_reverse() -> Result<()> {
     assert_eq!(deletes, ["last", "web", "first"], "reverse wave order");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn private_repositories_are_read_with_argo_cds_credential_templates() -> Result<()> {
+    let git = GitServer::start_http_with(&skewer_e2e::git::HttpOptions {
+        basic: Some(("deploy".into(), "s3cret-pass".into())),
+        tls: true,
+        ..Default::default()
+    })?;
+    let repo = git.repo("private")?;
+    let ns = skewer_e2e::namespace("creds")?;
+    repo.write("apps/cm.yaml", &cm("private", "one"))?;
+    repo.commit("one")?;
+    let c = client().await;
+    let _skewer = skewer_e2e::Skewer::start(&ns)?;
+    let app = format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: private, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: {}, path: apps}}\n  syncPolicy: {{automated: {{}}}}\n  interval: 1s\n",
+        repo.url
+    );
+    kc_apply(&app)?;
+    wait_app(&c, &ns, "private", "refused without credentials", |st| {
+        let m = ready_message(st);
+        if m.starts_with("False") && !m.contains("s3cret") {
+            Ok(())
+        } else {
+            bail!("{m}")
+        }
+    })
+    .await?;
+
+    // A credential template for every repository of the server, as Argo CD keeps them.
+    let prefix = repo
+        .url
+        .rsplit_once('/')
+        .map(|(p, _)| p)
+        .unwrap_or_default();
+    let ca = git.ca_pem().unwrap_or_default();
+    put_secret(
+        &c,
+        &ns,
+        "git-server",
+        &[
+            ("url", prefix),
+            ("username", "deploy"),
+            ("password", "s3cret-pass"),
+            ("ca.crt", ca),
+        ],
+    )
+    .await?;
+    kc(&[
+        "label",
+        "secret",
+        "git-server",
+        "-n",
+        &ns,
+        "argocd.argoproj.io/secret-type=repo-creds",
+    ])?;
+    wait_app(
+        &c,
+        &ns,
+        "private",
+        "Synced with the template's credentials",
+        synced_healthy,
+    )
+    .await?;
+    assert_eq!(cm_value(&c, &ns, "private").await?.as_deref(), Some("one"));
+    Ok(())
+}

@@ -9,6 +9,7 @@ pub mod git;
 pub mod ignore;
 pub mod oci;
 pub mod reference;
+pub mod repocreds;
 pub mod untrusted;
 pub mod verify;
 

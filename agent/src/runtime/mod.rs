@@ -61,6 +61,23 @@ pub struct Settings {
     pub storage_url: Option<String>,
 }
 
+impl Settings {
+    /// Settings for unit tests: a hub, no tenants, every reference allowed.
+    #[cfg(test)]
+    pub fn for_tests() -> Self {
+        Settings {
+            concurrency: 16,
+            full_sync: None,
+            max_concurrent_reconciles: 4,
+            data_dir: "/data".into(),
+            local_sources: true,
+            default_service_account: None,
+            cross_namespace_refs: true,
+            storage_url: None,
+        }
+    }
+}
+
 /// What every reconciler shares.
 pub struct Context {
     /// The hub, as skewer itself: reads and writes skewer's own objects.

@@ -13,11 +13,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, PostParams, PropagationPolicy};
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{Event as Finalizer, finalizer};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use skewer_appliers::apply::ApplyOptions;
@@ -29,12 +28,12 @@ use skewer_appliers::sync::{HealthChecks, SyncError, SyncRequest, preview};
 use skewer_appliers::transform::{Owner, Transform};
 use skewer_appliers::wait::{self, deadline_after};
 use skewer_appliers::{Inventory, ObjectId};
-use tracing::{Instrument, info, info_span, warn};
+use tracing::{info, warn};
 
 use self::compare::Desired;
 use self::request::{Destination, Spec};
 use super::dependencies::Dependency;
-use super::{FIELD_MANAGER, FINALIZER};
+use super::FIELD_MANAGER;
 use crate::api::application::{
     HealthStatus, OperationState, ResourceResult, ResourceStatus, SyncResult, SyncStatus,
 };
@@ -55,6 +54,18 @@ const PROGRESS_CHECK: Duration = Duration::from_secs(2);
 
 pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     let api: Api<Application> = runtime::scoped(&ctx.client, namespace.as_deref());
+    // Repository credentials, Argo CD's way: labeled Secrets, cached.
+    for label in skewer_sources::repocreds::LABELS {
+        let secrets: Api<Secret> = runtime::scoped(&ctx.client, namespace.as_deref());
+        let (store, writer) = reflector::store();
+        let config =
+            runtime::watch::config().labels(&format!("{label} in (repository,repo-creds)"));
+        let follow = reflector(writer, runtime::watch::stream(secrets, config))
+            .applied_objects()
+            .for_each(|_| async {});
+        tokio::spawn(follow);
+        ctx.app_sources.credentials_from(store);
+    }
     let controller = runtime::controller(api.clone());
     ctx.ownership.watch(Arc::new(Inventories {
         apps: controller.store(),
@@ -193,26 +204,7 @@ async fn target_key(ctx: &Context, spec: &Spec) -> Result<TargetKey, Failure> {
     })
 }
 
-// Boxed as `dyn Future + Send`, as the Kustomization reconciler's (rust-lang/rust#102211).
-fn reconcile(
-    app: Arc<Application>,
-    ctx: Arc<Context>,
-) -> futures::future::BoxFuture<'static, Result<Action, Error>> {
-    Box::pin(async move {
-        let ns = app.namespace().ok_or(Error::NoNamespace)?;
-        let api: Api<Application> = Api::namespaced(ctx.client.clone(), &ns);
-        let span = info_span!("reconcile", kind = "Application", namespace = %ns, object = %app.name_any(), revision = tracing::field::Empty);
-        finalizer(&api, FINALIZER, app, move |event| async move {
-            match event {
-                Finalizer::Apply(app) => apply(app, ctx).await,
-                Finalizer::Cleanup(app) => cleanup(app, ctx).await,
-            }
-        })
-        .instrument(span)
-        .await
-        .map_err(|e| Error::Finalizer(e.to_string()))
-    })
-}
+crate::finalized_reconcile!(Application, apply, cleanup);
 
 fn now() -> String {
     jiff::Timestamp::now()
@@ -283,7 +275,7 @@ async fn reconcile_app(
         },
         Err(f) => return done(Err(f)),
     };
-    let artifact = match appsource::artifact(ctx, &spec.wanted, spec.interval, refresh).await {
+    let artifact = match appsource::artifact(ctx, &ns, &spec.wanted, spec.interval, refresh).await {
         Ok(a) => a,
         Err(f) => {
             status.sync = Some(SyncStatus {

@@ -340,16 +340,7 @@ mod tests {
     }
 
     fn settings() -> Settings {
-        Settings {
-            concurrency: 16,
-            full_sync: None,
-            max_concurrent_reconciles: 4,
-            data_dir: "/data".into(),
-            local_sources: true,
-            default_service_account: None,
-            cross_namespace_refs: true,
-            storage_url: None,
-        }
+        Settings::for_tests()
     }
 
     const GUIDE: &str = r#"

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use kube::api::{Api, PropagationPolicy};
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use std::collections::{BTreeMap, HashSet};
@@ -23,9 +22,8 @@ use skewer_appliers::prune::prune;
 use skewer_appliers::sync::SyncError;
 use skewer_appliers::wait::deadline_after;
 use skewer_appliers::{Inventory, ObjectId};
-use tracing::{Instrument, info, info_span, warn};
+use tracing::{info, warn};
 
-use super::FINALIZER;
 use super::dependencies::Dependency;
 use crate::api::conditions::{self, HEALTHY};
 use crate::api::{Application, Kustomization, KustomizationStatus};
@@ -139,27 +137,7 @@ fn in_namespace(ks: &Kustomization, reference: &Option<String>, ns: &str) -> boo
     reference.clone().or_else(|| ks.namespace()).as_deref() == Some(ns)
 }
 
-// Boxed as `dyn Future + Send`: rustc cannot otherwise prove the finalizer's nested futures
-// Send for every lifetime (rust-lang/rust#102211).
-fn reconcile(
-    ks: Arc<Kustomization>,
-    ctx: Arc<Context>,
-) -> futures::future::BoxFuture<'static, Result<Action, Error>> {
-    Box::pin(async move {
-        let ns = ks.namespace().ok_or(Error::NoNamespace)?;
-        let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &ns);
-        let span = info_span!("reconcile", kind = "Kustomization", namespace = %ns, object = %ks.name_any(), revision = tracing::field::Empty);
-        finalizer(&api, FINALIZER, ks, move |event| async move {
-            match event {
-                Finalizer::Apply(ks) => apply(ks, ctx).await,
-                Finalizer::Cleanup(ks) => cleanup(ks, ctx).await,
-            }
-        })
-        .instrument(span)
-        .await
-        .map_err(|e| Error::Finalizer(e.to_string()))
-    })
-}
+crate::finalized_reconcile!(Kustomization, apply, cleanup);
 
 fn owner_of(ks: &Kustomization) -> String {
     owner_key(
