@@ -238,6 +238,9 @@ struct RunArgs {
     /// Server-side apply requests in flight per Kustomization.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
+    /// Objects of one kind reconciled at once.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    max_concurrent_reconciles: u16,
     /// Re-apply every Kustomization in full this often (like `6h`) even when its revision and
     /// spec are unchanged and no drift was seen. Off by default: drift is corrected from watches.
     #[arg(long, value_parser = parse_duration)]
@@ -520,7 +523,7 @@ async fn run(args: RunArgs) -> Result<()> {
     let settings = runtime::Settings {
         concurrency: args.concurrency,
         full_sync: args.full_sync_interval,
-        max_concurrent_reconciles: 4,
+        max_concurrent_reconciles: args.max_concurrent_reconciles,
         data_dir: args.data_dir.clone(),
         local_sources: args.allow_file_urls
             || std::env::var_os("KUBERNETES_SERVICE_HOST").is_none(),

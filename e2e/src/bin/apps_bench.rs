@@ -1,0 +1,117 @@
+//! Applications at scale on the local real API server; prints a Markdown table.
+//!
+//!   SKEWER_BENCH=apps_bench bash e2e/bench.sh [--apps 1000 --repos 10 --objects 10]
+//!
+//! Cold start: `--apps` Applications of `--objects` ConfigMaps each, spread over `--repos`
+//! repositories (each Application its own directory) on a smart HTTP Git server, created
+//! before skewer starts; the time from skewer's start until every one is Synced and Healthy,
+//! skewer's peak RSS, the fetches the Git server saw, then the requests skewer makes per
+//! second once nothing changes (from the API server's audit log).
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use kube::Api;
+use kube::api::ListParams;
+use skewer_agent::api::Application;
+use skewer_e2e::measure::{arg, memory_kib};
+use skewer_e2e::{GitServer, Skewer, client, hub, kc_apply, namespace};
+
+fn configmaps(prefix: &str, n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            format!(
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {prefix}-{i:02}\ndata:\n  index: \"{i}\"\n  payload: \"{}\"\n",
+                "x".repeat(64)
+            )
+        })
+        .collect()
+}
+
+/// Requests by user `skewer` in the hub's audit log so far.
+fn skewer_requests() -> Result<usize> {
+    let log = std::fs::read_to_string(hub().with_file_name("audit.log"))?;
+    Ok(log
+        .lines()
+        .filter(|l| l.contains(r#""username":"skewer""#))
+        .count())
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let apps = arg("--apps", 1000);
+    let repos = arg("--repos", 10).max(1);
+    let objects = arg("--objects", 10);
+    let quiet = Duration::from_secs(arg("--quiet-seconds", 30) as u64);
+    let c = client(hub()).await?;
+    let git = GitServer::start_http()?;
+    let ns = namespace("bench-apps")?;
+    let per_repo = apps.div_ceil(repos);
+    let mut urls = Vec::new();
+    for r in 0..repos {
+        let repo = git.repo(&format!("r{r:02}"))?;
+        for a in 0..per_repo {
+            repo.write(
+                &format!("apps/a{a:04}/cms.yaml"),
+                &configmaps(&format!("r{r:02}-a{a:04}"), objects),
+            )?;
+        }
+        repo.commit("apps")?;
+        urls.push(repo.url.clone());
+    }
+    let mut yaml = String::new();
+    for i in 0..apps {
+        let (r, a) = (i % repos, i / repos);
+        yaml.push_str(&format!(
+            "---\napiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: app-{i:04}, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: {}, path: apps/a{a:04}, targetRevision: main}}\n  syncPolicy: {{automated: {{prune: true, selfHeal: true}}}}\n",
+            urls[r]
+        ));
+    }
+    kc_apply(&yaml)?;
+
+    let api: Api<Application> = Api::namespaced(c.clone(), &ns);
+    let start = Instant::now();
+    let skewer = Skewer::start(&ns)?;
+    let deadline = start + Duration::from_secs(600);
+    loop {
+        let list = api.list(&ListParams::default()).await?;
+        let done = list
+            .items
+            .iter()
+            .filter(|a| {
+                a.status.as_ref().is_some_and(|s| {
+                    s.sync.as_ref().is_some_and(|x| x.status == "Synced")
+                        && s.health.as_ref().is_some_and(|h| h.status == "Healthy")
+                })
+            })
+            .count();
+        if done == apps {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("only {done} of {apps} Applications Synced and Healthy after 600 s");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let cold = start.elapsed();
+    let peak = memory_kib(skewer.pid(), "VmHWM").unwrap_or_default() as f64 / 1024.0;
+    let fetches = git.requests("git-upload-pack fetch");
+    // Steady state: nothing changes; what does skewer still ask of the API server?
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let before = skewer_requests()?;
+    tokio::time::sleep(quiet).await;
+    let rate = (skewer_requests()? - before) as f64 / quiet.as_secs_f64();
+    println!("| {apps} Applications × {objects} ConfigMaps over {repos} repositories | figure |");
+    println!("|---|---:|");
+    println!(
+        "| cold start → all Synced and Healthy | {:.1} s |",
+        cold.as_secs_f64()
+    );
+    println!("| skewer peak RSS (VmHWM) | {peak:.1} MiB |");
+    println!("| fetches seen by the Git server | {fetches} |");
+    println!(
+        "| API requests per second once nothing changes ({} s) | {rate:.2} |",
+        quiet.as_secs()
+    );
+    Ok(())
+}
