@@ -32,8 +32,8 @@ use tracing::{info, warn};
 
 use self::compare::Desired;
 use self::request::{Destination, Spec};
-use super::dependencies::Dependency;
 use super::FIELD_MANAGER;
+use super::dependencies::Dependency;
 use crate::api::application::{
     HealthStatus, OperationState, ResourceResult, ResourceStatus, SyncResult, SyncStatus,
 };
