@@ -70,9 +70,10 @@ impl AppSources {
             .push(store);
     }
 
-    /// The credentials of `url` for an Application of `namespace` (only Secrets of its own
-    /// namespace count): the Secret's key, and its credentials.
-    fn credentials(&self, namespace: &str, url: &str) -> Result<Option<(String, Auth)>, Failure> {
+    /// The repository Secret holding the credentials of `url` for an Application of
+    /// `namespace` (only Secrets of its own namespace count); its name is
+    /// `namespace/name@resourceVersion`.
+    fn credentials(&self, namespace: &str, url: &str) -> Option<CredSecret> {
         let stores = self
             .secrets
             .lock()
@@ -98,12 +99,7 @@ impl AppSources {
                 })
             })
             .collect();
-        let Some(secret) = repocreds::pick(&found, url) else {
-            return Ok(None);
-        };
-        let auth = repocreds::auth(secret)
-            .map_err(|e| Failure::new(Reason::AuthenticationFailed, e.to_string()))?;
-        Ok(Some((secret.name.clone(), auth)))
+        repocreds::pick(&found, url).cloned()
     }
 }
 
@@ -116,20 +112,8 @@ pub async fn artifact(
     max_age: Duration,
     refresh: bool,
 ) -> Result<ArtifactRef, Failure> {
-    let (creds, auth) = match ctx.app_sources.credentials(namespace, &wanted.url)? {
-        Some((name, auth)) => (Some(name), auth),
-        None => (None, Auth::none()),
-    };
-    auth.check_scheme(&wanted.url).map_err(|e| {
-        let from = creds
-            .as_deref()
-            .map_or(String::new(), |c| format!(" (Secret {c})"));
-        Failure::new(
-            Reason::AuthenticationFailed,
-            format!("spec.source.repoURL: {e}{from}"),
-        )
-    })?;
-    let entry_key = (wanted.clone(), creds);
+    let secret = ctx.app_sources.credentials(namespace, &wanted.url);
+    let entry_key = (wanted.clone(), secret.as_ref().map(|s| s.name.clone()));
     let entry = ctx.app_sources.entry(&entry_key);
     let mut entry = entry.lock().await;
     if let Some((artifact, at)) = &entry.current
@@ -139,10 +123,80 @@ pub async fn artifact(
     {
         return Ok(artifact.clone());
     }
+    let key = store_key(&entry_key);
+    let current = entry
+        .current
+        .as_ref()
+        .map(|(a, _)| a)
+        .filter(|a| ctx.store.path_of(&a.key, &a.digest).exists());
+    let fetched = if wanted.url.starts_with("oci://") {
+        fetch_oci(ctx, &key, wanted, secret.as_ref(), current).await?
+    } else {
+        fetch_git(ctx, &key, wanted, secret.as_ref(), current).await?
+    };
+    let artifact = match fetched {
+        Some((revision, digest)) => {
+            entry.fetches += 1;
+            tracing::info!(url = %wanted.url, revision = %revision, fetches = entry.fetches, "fetched application source");
+            ArtifactRef {
+                source: format!("{} at {}", wanted.url, wanted.target_revision),
+                key,
+                revision,
+                digest,
+            }
+        }
+        // The revision did not move: the stored artifact stands.
+        None => match current {
+            Some(a) => a.clone(),
+            None => {
+                let why = "the revision did not move, yet no artifact of it is stored";
+                return Err(Failure::new(Reason::ArtifactFailed, why.to_string()));
+            }
+        },
+    };
+    entry.current = Some((artifact.clone(), Instant::now()));
+    Ok(artifact)
+}
+
+/// Stores `files` as revision `revision` under `key` (old artifacts collected), off the async
+/// runtime's threads' way; returns the digest.
+fn store(
+    store: &skewer_sources::Store,
+    key: &str,
+    revision: &str,
+    files: &[skewer_sources::File],
+) -> Result<String, Failure> {
+    let failed =
+        |e: skewer_sources::StoreError| Failure::new(Reason::StorageOperationFailed, e.to_string());
+    let stored = store.put(key, revision, files).map_err(failed)?;
+    store.gc(key, &stored.digest).map_err(failed)?;
+    Ok(stored.digest)
+}
+
+/// Lists the Git remote's refs and, when `targetRevision` resolves to another revision than
+/// `current`'s, fetches and stores it: `(revision, digest)`, or `None` when nothing moved.
+async fn fetch_git(
+    ctx: &Context,
+    key: &str,
+    wanted: &Wanted,
+    secret: Option<&CredSecret>,
+    current: Option<&ArtifactRef>,
+) -> Result<Option<(String, String)>, Failure> {
+    let auth = match secret {
+        Some(s) => repocreds::auth(s)
+            .map_err(|e| Failure::new(Reason::AuthenticationFailed, e.to_string()))?,
+        None => Auth::none(),
+    };
+    auth.check_scheme(&wanted.url).map_err(|e| {
+        let from = secret.map_or(String::new(), |s| format!(" (Secret {})", s.name));
+        Failure::new(
+            Reason::AuthenticationFailed,
+            format!("spec.source.repoURL: {e}{from}"),
+        )
+    })?;
     let settings = &ctx.settings;
     crate::reconcilers::source_url::check(&wanted.url, &settings.data_dir, settings.local_sources)
         .map_err(|m| Failure::invalid(format!("spec.source.repoURL: {m}")))?;
-    let key = store_key(&entry_key);
     let access = Access {
         auth,
         timeout: Duration::from_secs(60),
@@ -152,7 +206,7 @@ pub async fn artifact(
         ctx.git.clone(),
         wanted.url.clone(),
         wanted.target_revision.clone(),
-        key.clone(),
+        key.to_string(),
     );
     let acc = access.clone();
     let resolved = tokio::task::spawn_blocking(move || -> Result<Resolved, Failure> {
@@ -165,39 +219,88 @@ pub async fn artifact(
     })
     .await
     .map_err(|e| failed(e.to_string()))??;
-    if let Some((artifact, _)) = &entry.current
-        && artifact.revision == resolved.revision
-        && ctx.store.path_of(&artifact.key, &artifact.digest).exists()
-    {
-        let artifact = artifact.clone();
-        entry.current = Some((artifact.clone(), Instant::now()));
-        return Ok(artifact);
+    if current.is_some_and(|a| a.revision == resolved.revision) {
+        return Ok(None);
     }
-    let (git, store, url) = (ctx.git.clone(), ctx.store.clone(), wanted.url.clone());
-    let k = key.clone();
-    let revision = resolved.revision.clone();
-    let stored = tokio::task::spawn_blocking(move || -> Result<_, Failure> {
+    let (git, st, url, k) = (
+        ctx.git.clone(),
+        ctx.store.clone(),
+        wanted.url.clone(),
+        key.to_string(),
+    );
+    tokio::task::spawn_blocking(move || {
         let files = git
             .fetch(&k, &url, &resolved, &access)
             .map_err(|e| failed(e.to_string()))?;
-        let stored = store
-            .put(&k, &resolved.revision, &files)
-            .map_err(|e| Failure::new(Reason::StorageOperationFailed, e.to_string()))?;
-        store
-            .gc(&k, &stored.digest)
-            .map_err(|e| Failure::new(Reason::StorageOperationFailed, e.to_string()))?;
-        Ok(stored)
+        let digest = store(&st, &k, &resolved.revision, &files)?;
+        Ok(Some((resolved.revision, digest)))
     })
     .await
-    .map_err(|e| failed(e.to_string()))??;
-    entry.fetches += 1;
-    tracing::info!(url = %wanted.url, revision = %revision, fetches = entry.fetches, "fetched application source");
-    let artifact = ArtifactRef {
-        source: format!("{} at {}", wanted.url, wanted.target_revision),
-        key,
-        revision,
-        digest: stored.digest,
+    .map_err(|e| failed(e.to_string()))?
+}
+
+/// Resolves `targetRevision` in the OCI repository (a tag, a `sha256:` digest, or a version
+/// range over the tags; one HEAD request for a tag) and, when it names another manifest than
+/// `current`'s, pulls its first layer as untrusted input and stores its files.
+async fn fetch_oci(
+    ctx: &Context,
+    key: &str,
+    wanted: &Wanted,
+    secret: Option<&CredSecret>,
+    current: Option<&ArtifactRef>,
+) -> Result<Option<(String, String)>, Failure> {
+    use skewer_sources::oci::{self, OciRef, registry};
+    let failed = |m: String| Failure::new(Reason::OCIArtifactPullFailed, m);
+    let repo = registry::Repository::parse(&wanted.url)
+        .map_err(|e| Failure::invalid(format!("spec.source.repoURL: {e}")))?;
+    let (login, insecure) = match secret {
+        Some(s) => repocreds::oci_access(s)
+            .map_err(|e| Failure::new(Reason::AuthenticationFailed, e.to_string()))?,
+        None => (None, false),
     };
-    entry.current = Some((artifact.clone(), Instant::now()));
-    Ok(artifact)
+    let client = registry::Registry::new(&registry::Access { login, insecure })
+        .map_err(|e| failed(e.to_string()))?;
+    let target = wanted.target_revision.trim();
+    let reference = if oci::is_digest(target) {
+        OciRef {
+            digest: Some(target.into()),
+            ..Default::default()
+        }
+    } else if target.bytes().any(|b| b"*^~<>=xX ".contains(&b)) {
+        OciRef {
+            semver: Some(target.into()),
+            ..Default::default()
+        }
+    } else {
+        OciRef {
+            tag: Some(if target == "HEAD" || target.is_empty() {
+                "latest".into()
+            } else {
+                target.into()
+            }),
+            ..Default::default()
+        }
+    };
+    let resolved = oci::resolve(&client, &repo, &reference)
+        .await
+        .map_err(|e| failed(format!("spec.source.targetRevision '{target}': {e}")))?;
+    if current.is_some_and(|a| a.revision == resolved.revision) {
+        return Ok(None);
+    }
+    let pulled = oci::pull(
+        &client,
+        &repo,
+        &resolved.digest,
+        None,
+        skewer_sources::untrusted::Limits::default(),
+    )
+    .await
+    .map_err(|e| Failure::new(Reason::OCIArtifactLayerOperationFailed, e.to_string()))?;
+    let (st, k, revision) = (ctx.store.clone(), key.to_string(), resolved.revision);
+    tokio::task::spawn_blocking(move || {
+        let digest = store(&st, &k, &revision, &pulled.files)?;
+        Ok(Some((revision, digest)))
+    })
+    .await
+    .map_err(|e| Failure::new(Reason::StorageOperationFailed, e.to_string()))?
 }

@@ -202,3 +202,35 @@ pub fn copy_tag(registry: &Registry, repository: &str, from: &str, to: &str) -> 
     )
     .map(|_| ())
 }
+
+impl Registry {
+    /// `skewer push artifact` of `dir` to `<url>:<tag>` (with this registry's login, if any),
+    /// source `https://git.example.com/app`, revision `<tag>@sha1:0123`; returns the digest.
+    pub fn push_with_skewer(
+        &self,
+        url: &str,
+        tag: &str,
+        dir: &std::path::Path,
+        extra: &[&str],
+    ) -> Result<String> {
+        let mut cmd = std::process::Command::new(crate::skewer_bin());
+        cmd.args(["push", "artifact", &format!("{url}:{tag}"), "--insecure"])
+            .arg("--path")
+            .arg(dir)
+            .args([
+                "--source",
+                "https://git.example.com/app",
+                "--revision",
+                &format!("{tag}@sha1:0123"),
+            ])
+            .args(extra);
+        if let Some((u, p)) = &self.login {
+            cmd.env("SKEWER_REGISTRY_CREDS", format!("{u}:{p}"));
+        }
+        let out = cmd.output()?;
+        if !out.status.success() {
+            anyhow::bail!("push: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(String::from_utf8(out.stdout)?.trim().to_string())
+    }
+}

@@ -593,3 +593,60 @@ async fn private_repositories_are_read_with_argo_cds_credential_templates() -> R
     assert_eq!(cm_value(&c, &ns, "private").await?.as_deref(), Some("one"));
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn oci_sources_follow_a_version_range() -> Result<()> {
+    let registry = skewer_e2e::registry::Registry::start()?;
+    let ns = skewer_e2e::namespace("oci-app")?;
+    let url = registry.url("platform");
+    let tree = |value: &str| -> Result<tempfile::TempDir> {
+        let dir = tempfile::tempdir()?;
+        std::fs::create_dir_all(dir.path().join("apps"))?;
+        std::fs::write(dir.path().join("apps/cm.yaml"), cm("from-oci", value))?;
+        Ok(dir)
+    };
+    let one = registry.push_with_skewer(&url, "1.0.0", tree("one")?.path(), &[])?;
+    let c = client().await;
+    let _skewer = skewer_e2e::Skewer::start(&ns)?;
+    // A plain-HTTP registry on loopback: Argo CD's key for it, on a credential template.
+    put_secret(
+        &c,
+        &ns,
+        "registry",
+        &[
+            ("url", &url),
+            ("type", "oci"),
+            ("insecureOCIForceHttp", "true"),
+        ],
+    )
+    .await?;
+    kc(&[
+        "label",
+        "secret",
+        "registry",
+        "-n",
+        &ns,
+        "argocd.argoproj.io/secret-type=repo-creds",
+    ])?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: oci, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: '{url}', path: apps, targetRevision: '>=1.0.0'}}\n  syncPolicy: {{automated: {{}}}}\n  interval: 1s\n"
+    ))?;
+    let st = wait_app(&c, &ns, "oci", "Synced at 1.0.0", synced_healthy).await?;
+    assert_eq!(
+        st.sync.and_then(|s| s.revision),
+        Some(format!("1.0.0@{one}"))
+    );
+    assert_eq!(cm_value(&c, &ns, "from-oci").await?.as_deref(), Some("one"));
+
+    let two = registry.push_with_skewer(&url, "1.1.0", tree("two")?.path(), &[])?;
+    wait_app(&c, &ns, "oci", "Synced at 1.1.0", |st| {
+        synced_healthy(st)?;
+        match st.sync.as_ref().and_then(|s| s.revision.as_deref()) {
+            Some(r) if r == format!("1.1.0@{two}") => Ok(()),
+            other => bail!("{other:?}"),
+        }
+    })
+    .await?;
+    assert_eq!(cm_value(&c, &ns, "from-oci").await?.as_deref(), Some("two"));
+    Ok(())
+}

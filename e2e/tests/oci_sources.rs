@@ -42,25 +42,7 @@ fn tree(ns: &str, value: &str) -> Result<tempfile::TempDir> {
 
 /// `skewer push artifact` of `dir` to `<url>:<tag>`; returns the digest.
 fn push(registry: &Registry, url: &str, tag: &str, dir: &Path, extra: &[&str]) -> Result<String> {
-    let mut cmd = std::process::Command::new(skewer_e2e::skewer_bin());
-    cmd.args(["push", "artifact", &format!("{url}:{tag}"), "--insecure"])
-        .arg("--path")
-        .arg(dir)
-        .args([
-            "--source",
-            "https://git.example.com/app",
-            "--revision",
-            &format!("{tag}@sha1:0123"),
-        ])
-        .args(extra);
-    if let Some((u, p)) = &registry.login {
-        cmd.env("SKEWER_REGISTRY_CREDS", format!("{u}:{p}"));
-    }
-    let out = cmd.output()?;
-    if !out.status.success() {
-        bail!("push: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    Ok(String::from_utf8(out.stdout)?.trim().to_string())
+    registry.push_with_skewer(url, tag, dir, extra)
 }
 
 /// `curl` of `url` (the path sent as written, `..` included): the status code and the body.

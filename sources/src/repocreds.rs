@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use thiserror::Error;
 
 use crate::auth::{Auth, AuthError};
+use crate::dockerconfig::Login;
 
 /// The label keys whose value says what a Secret is.
 pub const LABELS: [&str; 2] = ["argocd.argoproj.io/secret-type", "skewer.dev/secret-type"];
@@ -154,6 +155,53 @@ pub fn auth(secret: &CredSecret) -> Result<Auth, CredsError> {
     })
 }
 
+/// The login (and whether the registry speaks plain HTTP) of an Argo CD repository Secret for
+/// an OCI repository: `username`/`password`, `insecureOCIForceHttp`.
+pub fn oci_access(secret: &CredSecret) -> Result<(Option<Login>, bool), CredsError> {
+    let text = |key: &str| {
+        secret
+            .data
+            .get(key)
+            .map(|v| String::from_utf8_lossy(v).trim().to_string())
+    };
+    for key in secret.data.keys() {
+        match key.as_str() {
+            "url"
+            | "name"
+            | "project"
+            | "type"
+            | "enableOCI"
+            | "username"
+            | "password"
+            | "insecureOCIForceHttp" => {}
+            other => {
+                return Err(CredsError::Unsupported {
+                    secret: secret.name.clone(),
+                    key: other.into(),
+                    why: "not read for OCI repositories (username, password, insecureOCIForceHttp)",
+                });
+            }
+        }
+    }
+    let login = match (text("username"), text("password")) {
+        (Some(username), Some(password)) => Some(Login { username, password }),
+        (None, None) => None,
+        _ => {
+            return Err(CredsError::Auth {
+                secret: secret.name.clone(),
+                error: AuthError::Incomplete {
+                    key: "username",
+                    needs: "password",
+                },
+            });
+        }
+    };
+    Ok((
+        login,
+        text("insecureOCIForceHttp").as_deref() == Some("true"),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,5 +282,26 @@ mod tests {
         }
         let half = secret("argocd/r", Kind::Repository, &[("username", "u")]);
         assert!(matches!(auth(&half), Err(CredsError::Auth { .. })));
+    }
+
+    #[test]
+    fn oci_repositories_take_a_login_and_plain_http_by_argo_cds_keys() {
+        let s = secret(
+            "argocd/oci",
+            Kind::Template,
+            &[
+                ("url", "oci://registry.example.com/team"),
+                ("type", "oci"),
+                ("username", "u"),
+                ("password", "p"),
+                ("insecureOCIForceHttp", "true"),
+            ],
+        );
+        let (login, insecure) = oci_access(&s).unwrap();
+        assert_eq!(login.map(|l| l.username), Some("u".into()));
+        assert!(insecure);
+        let s = secret("argocd/oci", Kind::Template, &[("sshPrivateKey", "x")]);
+        let e = oci_access(&s).unwrap_err().to_string();
+        assert!(e.contains("'sshPrivateKey'"), "{e}");
     }
 }

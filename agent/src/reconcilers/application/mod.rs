@@ -157,9 +157,9 @@ impl Recorded for Inventories {
         let mut held = Vec::new();
         for app in self.apps.state() {
             let owner = owner_of(&app);
-            let on = request::spec(&app, &self.ctx.settings)
+            let on = request::destination(&app)
                 .ok()
-                .and_then(|s| cluster_now(&self.ctx, &s.destination));
+                .and_then(|d| cluster_now(&self.ctx, &d));
             if owner == except || on.as_ref() != Some(cluster) {
                 continue;
             }

@@ -179,12 +179,6 @@ pub fn spec(app: &Application, settings: &Settings) -> Result<Spec, Failure> {
     if src.repo_url.trim().is_empty() {
         return invalid("spec.source.repoURL: required".into());
     }
-    if src.repo_url.starts_with("oci://") {
-        return invalid(
-            "spec.source.repoURL: OCI sources are not supported by Applications yet; use an OCIRepository and a Kustomization"
-                .into(),
-        );
-    }
     let directory = src
         .directory
         .as_ref()
@@ -212,17 +206,7 @@ pub fn spec(app: &Application, settings: &Settings) -> Result<Spec, Failure> {
         None => DEFAULT_TIMEOUT,
     };
     let d = &s.destination;
-    let destination = match (d.server.as_deref(), d.name.as_deref()) {
-        (Some(_), Some(_)) => {
-            return invalid(
-                "spec.destination: give server or name, not both (as Argo CD requires)".into(),
-            );
-        }
-        (Some(IN_CLUSTER), None) | (None, Some("in-cluster")) => Destination::Hub,
-        (Some(server), None) if !server.trim().is_empty() => Destination::Server(server.into()),
-        (None, Some(name)) if !name.trim().is_empty() => Destination::Named(name.into()),
-        _ => return invalid("spec.destination: server or name is required".into()),
-    };
+    let destination = destination(app)?;
     let account = s
         .service_account_name
         .as_ref()
@@ -249,6 +233,22 @@ pub fn spec(app: &Application, settings: &Settings) -> Result<Spec, Failure> {
         namespace: d.namespace.clone().filter(|n| !n.is_empty()),
         identity,
     })
+}
+
+/// Where `app` applies: `destination.server` or `destination.name`.
+pub fn destination(app: &Application) -> Result<Destination, Failure> {
+    let d = &app.spec.destination;
+    match (d.server.as_deref(), d.name.as_deref()) {
+        (Some(_), Some(_)) => Err(Failure::invalid(
+            "spec.destination: give server or name, not both (as Argo CD requires)",
+        )),
+        (Some(IN_CLUSTER), None) | (None, Some("in-cluster")) => Ok(Destination::Hub),
+        (Some(server), None) if !server.trim().is_empty() => Ok(Destination::Server(server.into())),
+        (None, Some(name)) if !name.trim().is_empty() => Ok(Destination::Named(name.into())),
+        _ => Err(Failure::invalid(
+            "spec.destination: server or name is required",
+        )),
+    }
 }
 
 fn options(written: &[String]) -> Result<Options, Failure> {
