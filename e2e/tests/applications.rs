@@ -307,6 +307,19 @@ async fn what_skewer_does_not_do_is_refused_naming_the_field() -> Result<()> {
     kc_apply(&format!(
         "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: options, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: https://example.com/x.git, path: .}}\n  syncPolicy: {{syncOptions: [CreateNamespace=true, Replace=true]}}\n"
     ))?;
+    // A PreSync hook in the source: refused, naming file and object, and nothing applied.
+    let git = GitServer::start()?;
+    let repo = git.repo("hooks")?;
+    repo.write("apps/cm.yaml", &cm("plain", "one"))?;
+    repo.write(
+        "apps/migrate.yaml",
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  annotations: {argocd.argoproj.io/hook: PreSync}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: m, image: example.com/migrate:1}]\n",
+    )?;
+    repo.commit("hooks")?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: hooks, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: {}, path: apps}}\n  syncPolicy: {{automated: {{}}}}\n",
+        repo.url
+    ))?;
     for (name, field) in [
         ("helm", "spec.source.chart"),
         (
@@ -324,6 +337,19 @@ async fn what_skewer_does_not_do_is_refused_naming_the_field() -> Result<()> {
         })
         .await?;
     }
+    wait_app(&c, &ns, "hooks", "refused for its hook", |st| {
+        let m = ready_message(st);
+        if m.contains("BuildFailed")
+            && m.contains("apps/migrate.yaml")
+            && m.contains("resource hooks")
+        {
+            Ok(())
+        } else {
+            bail!("{m}")
+        }
+    })
+    .await?;
+    assert_eq!(cm_value(&c, &ns, "plain").await?, None, "nothing applied");
     Ok(())
 }
 

@@ -324,14 +324,19 @@ async fn reconcile_app(
     };
     let owner_labels = labels_owner(app);
     let desired: Vec<Desired> =
-        match preview(&files, &spec.path, &[], &transform, Some(&owner_labels)) {
+        match preview(&files, &spec.path, &[], &transform, Some(&owner_labels))
+            .map_err(|e| e.to_string())
+            .and_then(|ms| match request::hook(&ms) {
+                Some(refused) => Err(refused),
+                None => Ok(ms),
+            }) {
             Ok(ms) => ms.iter().map(Desired::of).collect(),
             Err(e) => {
                 status.sync = Some(SyncStatus {
                     status: "Unknown".into(),
                     revision: Some(revision.clone()),
                 });
-                return done(Err(Failure::new(Reason::BuildFailed, e.to_string())));
+                return done(Err(Failure::new(Reason::BuildFailed, e)));
             }
         };
     status.source_type = Some(source_type.into());

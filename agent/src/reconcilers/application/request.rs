@@ -320,6 +320,23 @@ fn retry(r: Option<&crate::api::application::Retry>) -> Result<RetryPolicy, Fail
     })
 }
 
+/// Resource hooks (Argo CD's and Helm's annotations) are refused: skewer would otherwise apply a
+/// PreSync Job as an ordinary object. The first one found, named with its file.
+pub fn hook(manifests: &[skewer_appliers::Manifest]) -> Option<String> {
+    const HOOKS: [&str; 2] = ["argocd.argoproj.io/hook", "helm.sh/hook"];
+    manifests.iter().find_map(|m| {
+        HOOKS.iter().find_map(|key| {
+            m.annotation(key).map(|phase| {
+                format!(
+                    "{} ({}): annotation {key}: {phase}: resource hooks are not supported (apply it as an ordinary object, ordered by sync waves, or run it outside skewer)",
+                    m.display(),
+                    m.origin
+                )
+            })
+        })
+    })
+}
+
 /// The propagation of prune when enabled, as the pipeline takes it.
 pub fn prune(spec: &Spec) -> Option<PropagationPolicy> {
     spec.automated
@@ -438,6 +455,22 @@ syncPolicy:
 
     fn spec_err(app: &Application) -> Failure {
         spec(app, &settings()).unwrap_err()
+    }
+
+    #[test]
+    fn resource_hooks_are_refused_naming_file_and_object() {
+        let m = |annotations: serde_json::Value| skewer_appliers::Manifest {
+            origin: "apps/migrate.yaml#1".into(),
+            object: serde_json::json!({"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": "migrate", "namespace": "team", "annotations": annotations}}),
+        };
+        assert_eq!(hook(&[m(serde_json::json!({"team": "a"}))]), None);
+        let refused =
+            hook(&[m(serde_json::json!({"argocd.argoproj.io/hook": "PreSync"}))]).unwrap();
+        assert!(
+            refused.starts_with("Job/team/migrate (apps/migrate.yaml#1): annotation argocd.argoproj.io/hook: PreSync"),
+            "{refused}"
+        );
     }
 
     #[test]
