@@ -21,3 +21,4 @@ pub mod runtime;
 pub mod storage;
 pub mod sync;
 pub mod targets;
+pub mod webhook;

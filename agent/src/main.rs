@@ -286,6 +286,9 @@ struct RunArgs {
     /// `skewer.skewer-system.svc.cluster.local.`); default: --storage-addr itself.
     #[arg(long, env = "SKEWER_STORAGE_ADV_ADDR")]
     storage_adv_addr: Option<String>,
+    /// Serve Receivers' webhooks on this address (like `0.0.0.0:9292`); off when absent.
+    #[arg(long, env = "SKEWER_WEBHOOK_ADDR")]
+    webhook_addr: Option<std::net::SocketAddr>,
     /// Address for /metrics, /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:8080", env = "SKEWER_METRICS_ADDR")]
     metrics_addr: std::net::SocketAddr,
@@ -564,6 +567,13 @@ async fn run(args: RunArgs) -> Result<()> {
             ctx.client.clone(),
             ctx.store.clone(),
         ));
+    }
+    if let Some(addr) = args.webhook_addr {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("listening on {addr} (--webhook-addr)"))?;
+        tracing::info!(%addr, "serving webhooks");
+        tokio::spawn(skewer_agent::webhook::serve(listener, ctx.clone()));
     }
     tracing::info!(namespace = namespace.as_deref().unwrap_or("<all>"), data_dir = %args.data_dir.display(), "skewer running");
     tokio::select! {

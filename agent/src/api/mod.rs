@@ -7,6 +7,7 @@ pub mod duration;
 pub mod gitrepository;
 pub mod kustomization;
 pub mod ocirepository;
+pub mod receiver;
 pub mod source;
 
 pub use application::{Application, ApplicationSpec, ApplicationStatus};
@@ -14,6 +15,7 @@ pub use conditions::Condition;
 pub use gitrepository::{GitRepository, GitRepositorySpec, GitRepositoryStatus};
 pub use kustomization::{Kustomization, KustomizationSpec, KustomizationStatus};
 pub use ocirepository::{OCIRepository, OCIRepositorySpec};
+pub use receiver::{Receiver, ReceiverSpec};
 pub use source::{ArtifactStatus, SourceStatus};
 
 use schemars::JsonSchema;

@@ -66,6 +66,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         gitrepository::run(ctx.clone(), namespace.clone()),
         ocirepository::run(ctx.clone(), namespace.clone()),
         kustomization::run(ctx.clone(), namespace.clone()),
-        application::run(ctx, namespace),
+        application::run(ctx.clone(), namespace.clone()),
+        crate::webhook::run(ctx, namespace),
     );
 }

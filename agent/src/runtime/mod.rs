@@ -91,6 +91,8 @@ pub struct Context {
     pub drift: Drift,
     /// The sources Applications own, shared by those naming the same repository and revision.
     pub app_sources: crate::appsource::AppSources,
+    /// Receivers by webhook path, for the webhook server.
+    pub receivers: crate::webhook::Receivers,
     /// Which owner holds which object.
     pub ownership: Ownership,
     pub metrics: Arc<Metrics>,
@@ -121,6 +123,7 @@ impl Context {
             failures: backoff::Failures::default(),
             drift: Drift::default(),
             app_sources: Default::default(),
+            receivers: Default::default(),
             ownership: Ownership::default(),
             metrics,
             settings,

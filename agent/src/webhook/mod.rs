@@ -1,0 +1,327 @@
+//! Webhook receivers. A Receiver's reconcile reads its Secret and registers its path
+//! (`/hook/<hex sha256(token + name + namespace)>`, as Flux computes it); the server
+//! (`--webhook-addr`) looks a request's path up before reading anything else, reads the body
+//! within a limit, has [`verify`] judge it as its host signs, and makes the Receiver's
+//! resources reconcile now by setting their reconcile-request annotation.
+//!
+//! Status codes: 404 unknown path (body unread), 413 body over the limit, 401 missing or bad
+//! signature (and a Warning Event on the Receiver), 400 malformed header, 503 suspended, 200
+//! done. Responses never carry the secret or the names of what was reconciled.
+
+pub mod verify;
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, Request, State};
+use axum::http::StatusCode;
+use axum::routing::post;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use tracing::{info, warn};
+
+use self::verify::{Host, Refusal, Verdict};
+use crate::api::receiver::{Receiver, ReceiverStatus, ResourceReference};
+use crate::api::{
+    Application, GitRepository, Kustomization, OCIRepository, RECONCILE_REQUESTED_AT,
+};
+use crate::runtime::{self, Context, Done, Error, Failure, Reason, Session};
+
+crate::reconciled!(Receiver, ReceiverStatus);
+
+/// Flux's default limit on a request body.
+pub const BODY_LIMIT: usize = 3 << 20;
+
+/// What the server needs of a Receiver.
+#[derive(Clone)]
+struct Registered {
+    namespace: String,
+    name: String,
+    host: Host,
+    token: Vec<u8>,
+    events: Vec<String>,
+    resources: Vec<ResourceReference>,
+    suspended: bool,
+    receiver: Arc<Receiver>,
+}
+
+/// The registered Receivers, by webhook path.
+#[derive(Default)]
+pub struct Receivers {
+    by_path: RwLock<HashMap<String, Registered>>,
+}
+
+impl Receivers {
+    fn set(&self, path: String, r: Registered) {
+        let mut map = self.by_path.write().unwrap_or_else(|e| e.into_inner());
+        map.retain(|_, old| !(old.namespace == r.namespace && old.name == r.name));
+        map.insert(path, r);
+    }
+
+    fn remove(&self, namespace: &str, name: &str) {
+        let mut map = self.by_path.write().unwrap_or_else(|e| e.into_inner());
+        map.retain(|_, old| !(old.namespace == namespace && old.name == name));
+    }
+
+    fn get(&self, path: &str) -> Option<Registered> {
+        self.by_path
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(path)
+            .cloned()
+    }
+}
+
+/// The path of a Receiver whose secret is `token`.
+pub fn path_of(token: &[u8], name: &str, namespace: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(token);
+    h.update(name.as_bytes());
+    h.update(namespace.as_bytes());
+    format!("/hook/{}", hex::encode(h.finalize()))
+}
+
+pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
+    let api: Api<Receiver> = runtime::scoped(&ctx.client, namespace.as_deref());
+    runtime::run(ctx, runtime::controller(api), reconcile).await;
+}
+
+crate::finalized_reconcile!(Receiver, apply, cleanup);
+
+async fn apply(rcv: Arc<Receiver>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let mut session = Session::begin(&ctx, rcv.as_ref());
+    let result = register(&rcv, &ctx).await;
+    if let Ok((path, _)) = &result {
+        session.status.webhook_path = Some(path.clone());
+    } else {
+        ctx.receivers
+            .remove(&rcv.namespace().unwrap_or_default(), &rcv.name_any());
+    }
+    let schedule = runtime::Schedule {
+        interval: Duration::from_secs(600),
+        retry: Duration::from_secs(10),
+    };
+    session
+        .finish(result.map(|(_, done)| done), Some(schedule))
+        .await
+}
+
+async fn register(rcv: &Arc<Receiver>, ctx: &Context) -> Result<(String, Done), Failure> {
+    let ns = rcv.namespace().unwrap_or_default();
+    let name = rcv.name_any();
+    let spec = &rcv.spec;
+    let host = Host::parse(&spec.kind).ok_or_else(|| {
+        Failure::invalid(format!(
+            "spec.type: '{}' is not supported ({})",
+            spec.kind,
+            Host::NAMES
+        ))
+    })?;
+    for (i, r) in spec.resources.iter().enumerate() {
+        if !KINDS.contains(&r.kind.as_str()) {
+            return Err(Failure::invalid(format!(
+                "spec.resources[{i}].kind: '{}' is not supported ({})",
+                r.kind,
+                KINDS.join(", ")
+            )));
+        }
+        if r.name == "*" && r.match_labels.is_empty() {
+            return Err(Failure::invalid(format!(
+                "spec.resources[{i}]: name '*' needs matchLabels"
+            )));
+        }
+    }
+    let token = super::reconcilers::source::read_secret(
+        ctx,
+        &ns,
+        &spec.secret_ref.name,
+        "spec.secretRef",
+        |data| {
+            data.get("token")
+                .filter(|t| !t.is_empty())
+                .cloned()
+                .ok_or("no 'token' key")
+        },
+    )
+    .await
+    .map_err(|m| Failure::new(Reason::AuthenticationFailed, m))?;
+    let path = path_of(&token, &name, &ns);
+    ctx.receivers.set(
+        path.clone(),
+        Registered {
+            namespace: ns,
+            name,
+            host,
+            token,
+            events: spec.events.clone(),
+            resources: spec.resources.clone(),
+            suspended: spec.suspend,
+            receiver: rcv.clone(),
+        },
+    );
+    let done = Done {
+        reason: Reason::Succeeded,
+        message: format!("Receiver initialized for path: {path}"),
+        event: Reason::Succeeded,
+        noop: false,
+    };
+    Ok((path, done))
+}
+
+async fn cleanup(rcv: Arc<Receiver>, ctx: Arc<Context>) -> Result<Action, Error> {
+    ctx.receivers
+        .remove(&rcv.namespace().unwrap_or_default(), &rcv.name_any());
+    Ok(Action::await_change())
+}
+
+/// The kinds a Receiver may reconcile.
+pub const KINDS: &[&str] = &[
+    "GitRepository",
+    "OCIRepository",
+    "Kustomization",
+    "Application",
+];
+
+/// The webhook server's routes.
+pub fn router(ctx: Arc<Context>) -> Router {
+    Router::new()
+        .route("/hook/{digest}", post(receive))
+        .with_state(ctx)
+}
+
+/// Serves webhooks on `listener` until shutdown.
+pub async fn serve(listener: tokio::net::TcpListener, ctx: Arc<Context>) {
+    if let Err(e) = axum::serve(listener, router(ctx)).await {
+        warn!(error = %e, "webhook server stopped");
+    }
+}
+
+async fn receive(
+    State(ctx): State<Arc<Context>>,
+    Path(digest): Path<String>,
+    request: Request,
+) -> StatusCode {
+    // The path first: an unknown one costs nothing more.
+    let Some(r) = ctx.receivers.get(&format!("/hook/{digest}")) else {
+        return StatusCode::NOT_FOUND;
+    };
+    if r.suspended {
+        return StatusCode::SERVICE_UNAVAILABLE;
+    }
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(Body::new(body), BODY_LIMIT).await {
+        Ok(b) => b,
+        Err(_) => return StatusCode::PAYLOAD_TOO_LARGE,
+    };
+    let header = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    match verify::verify(r.host, &r.token, header, &body, &r.events) {
+        Ok(Verdict::Accept(event)) => {
+            let requested = jiff::Timestamp::now().to_string();
+            let n = trigger(&ctx, &r, &requested).await;
+            info!(receiver = %format!("{}/{}", r.namespace, r.name), event = ?event, objects = n, "webhook accepted");
+            StatusCode::OK
+        }
+        Ok(Verdict::Ping | Verdict::Ignored(_)) => StatusCode::OK,
+        Err(refusal) => {
+            let (code, why) = match refusal {
+                Refusal::Unauthorized(why) => (StatusCode::UNAUTHORIZED, why),
+                Refusal::BadRequest(why) => (StatusCode::BAD_REQUEST, why),
+            };
+            warn!(receiver = %format!("{}/{}", r.namespace, r.name), why, "webhook refused");
+            if code == StatusCode::UNAUTHORIZED {
+                ctx.event(
+                    r.receiver.as_ref(),
+                    true,
+                    Reason::AuthenticationFailed,
+                    format!("refused a request: {why}"),
+                )
+                .await;
+            }
+            code
+        }
+    }
+}
+
+/// Sets the reconcile-request annotation on every object `r` names; returns how many.
+async fn trigger(ctx: &Context, r: &Registered, requested: &str) -> usize {
+    let mut n = 0;
+    for res in &r.resources {
+        let ns = res.namespace.as_deref().unwrap_or(&r.namespace);
+        n += match res.kind.as_str() {
+            "GitRepository" => annotate::<GitRepository>(ctx, ns, res, requested).await,
+            "OCIRepository" => annotate::<OCIRepository>(ctx, ns, res, requested).await,
+            "Kustomization" => annotate::<Kustomization>(ctx, ns, res, requested).await,
+            "Application" => annotate::<Application>(ctx, ns, res, requested).await,
+            _ => 0,
+        };
+    }
+    n
+}
+
+async fn annotate<K>(ctx: &Context, ns: &str, res: &ResourceReference, requested: &str) -> usize
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
+    let names: Vec<String> = if res.name == "*" {
+        let selector: Vec<String> = res
+            .match_labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        match api
+            .list_metadata(&ListParams::default().labels(&selector.join(",")))
+            .await
+        {
+            Ok(list) => list.items.iter().map(|m| m.name_any()).collect(),
+            Err(e) => {
+                warn!(kind = %res.kind, namespace = ns, error = %e, "webhook: listing");
+                return 0;
+            }
+        }
+    } else {
+        vec![res.name.clone()]
+    };
+    let patch = json!({"metadata": {"annotations": {RECONCILE_REQUESTED_AT: requested}}});
+    let mut n = 0;
+    for name in names {
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => n += 1,
+            Err(e) => {
+                warn!(kind = %res.kind, namespace = ns, name, error = %e, "webhook: cannot request a reconcile")
+            }
+        }
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_fluxs() {
+        // sha256("token" + "name" + "namespace"), as Flux's receiver computes it.
+        let p = path_of(b"token", "name", "namespace");
+        let want = hex::encode(Sha256::digest(b"tokennamenamespace"));
+        assert_eq!(p, format!("/hook/{want}"));
+    }
+}

@@ -1,0 +1,256 @@
+//! Issue 12 acceptance: Receivers, with real HTTP requests against skewer's webhook server and
+//! a real git server and API server behind it.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use common::*;
+use hmac::{Hmac, Mac};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use sha2::Sha256;
+use skewer_agent::api::Receiver;
+use skewer_agent::api::receiver::ReceiverStatus;
+use skewer_e2e::git::{GitServer, free_port};
+use skewer_e2e::{eventually, kc, kc_apply};
+
+/// A push in GitHub's documented payload shape (the fields a receiver reads).
+fn github_push(url: &str, commit: &str) -> String {
+    serde_json::json!({
+        "ref": "refs/heads/main",
+        "before": "0000000000000000000000000000000000000000",
+        "after": commit,
+        "repository": {"full_name": "example/platform", "clone_url": url, "html_url": url},
+        "pusher": {"name": "dev"},
+        "commits": [{"id": commit, "message": "change"}]
+    })
+    .to_string()
+}
+
+fn sign(token: &str, body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(token.as_bytes()).expect("any key length");
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// POSTs `body` with `headers` to `url`; returns the status code.
+fn post(url: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<u16> {
+    let file = tempfile::NamedTempFile::new()?;
+    std::fs::write(file.path(), body)?;
+    let mut cmd = std::process::Command::new("curl");
+    cmd.args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST"]);
+    for (k, v) in headers {
+        cmd.args(["-H", &format!("{k}: {v}")]);
+    }
+    cmd.arg("--data-binary")
+        .arg(format!("@{}", file.path().display()))
+        .arg(url);
+    let out = cmd.output()?;
+    Ok(String::from_utf8(out.stdout)?.trim().parse()?)
+}
+
+async fn receiver_status(c: &kube::Client, ns: &str, name: &str) -> Result<ReceiverStatus> {
+    let api: Api<Receiver> = Api::namespaced(c.clone(), ns);
+    Ok(api.get(name).await?.status.unwrap_or_default())
+}
+
+async fn wait_path(c: &kube::Client, ns: &str, name: &str) -> Result<String> {
+    eventually(&format!("Receiver {ns}/{name} ready"), WAIT, || async {
+        Ok(receiver_status(c, ns, name).await?.webhook_path)
+    })
+    .await
+}
+
+async fn cm_value(c: &kube::Client, ns: &str) -> Result<Option<String>> {
+    let api: Api<ConfigMap> = Api::namespaced(c.clone(), ns);
+    Ok(api
+        .get_opt("cfg")
+        .await?
+        .and_then(|m| m.data)
+        .and_then(|d| d.get("value").cloned()))
+}
+
+fn cm(ns: &str, value: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cfg, namespace: {ns}}}\ndata: {{value: '{value}'}}\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signed_push_is_applied_within_a_second_and_forgeries_are_refused() -> Result<()> {
+    let git = GitServer::start()?;
+    let repo = git.repo("platform")?;
+    let ns = skewer_e2e::namespace("hooks")?;
+    repo.write("apps/cm.yaml", &cm(&ns, "one"))?;
+    let first = repo.commit("one")?;
+    let c = client().await;
+    let port = free_port()?;
+    let addr = format!("127.0.0.1:{port}");
+    let _skewer = skewer_e2e::Skewer::start_with(&ns, &["--webhook-addr", &addr])?;
+    // Polling cannot explain what follows: every interval is an hour.
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: GitRepository\nmetadata: {{name: src, namespace: {ns}}}\nspec:\n  url: {}\n  interval: 1h\n  ref: {{branch: main}}\n",
+        repo.url
+    ))?;
+    kustomization(&ns, "app", "src", "./apps", "  interval: 1h\n")?;
+    wait_applied(&c, &ns, "app", &first).await?;
+    let token = "a-webhook-secret-of-some-length";
+    put_secret(&c, &ns, "hook-token", &[("token", token)]).await?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Receiver\nmetadata: {{name: github, namespace: {ns}}}\nspec:\n  type: github\n  events: [push]\n  secretRef: {{name: hook-token}}\n  resources: [{{kind: GitRepository, name: src}}]\n"
+    ))?;
+    let path = wait_path(&c, &ns, "github").await?;
+    let url = format!("http://{addr}{path}");
+
+    repo.write("apps/cm.yaml", &cm(&ns, "two"))?;
+    let second = repo.commit("two")?;
+    let body = github_push(&repo.url, &second);
+    let signature = sign(token, body.as_bytes());
+
+    // Forgeries first: each refused with its code, nothing reconciled.
+    let other_body = github_push(&repo.url, &first);
+    for (what, headers, payload, code) in [
+        (
+            "no signature",
+            vec![("X-GitHub-Event", "push")],
+            body.as_bytes(),
+            401,
+        ),
+        (
+            "a wrong signature",
+            vec![
+                ("X-GitHub-Event", "push"),
+                ("X-Hub-Signature-256", "sha256=00"),
+            ],
+            body.as_bytes(),
+            401,
+        ),
+        (
+            "a signature over another body",
+            vec![
+                ("X-GitHub-Event", "push"),
+                ("X-Hub-Signature-256", signature.as_str()),
+            ],
+            other_body.as_bytes(),
+            401,
+        ),
+        (
+            "a malformed signature",
+            vec![
+                ("X-GitHub-Event", "push"),
+                ("X-Hub-Signature-256", "sha256=xyz"),
+            ],
+            body.as_bytes(),
+            400,
+        ),
+    ] {
+        assert_eq!(post(&url, &headers, payload)?, code, "{what}");
+    }
+    let unknown = format!("http://{addr}/hook/{}", "0".repeat(64));
+    assert_eq!(post(&unknown, &[], body.as_bytes())?, 404, "unknown path");
+    let huge = vec![b'x'; (3 << 20) + 1];
+    let huge_sig = sign(token, &huge);
+    assert_eq!(
+        post(&url, &[("X-Hub-Signature-256", &huge_sig)], &huge)?,
+        413,
+        "oversized body"
+    );
+    let ignored = sign(token, b"{}");
+    assert_eq!(
+        post(
+            &url,
+            &[
+                ("X-GitHub-Event", "release"),
+                ("X-Hub-Signature-256", &ignored)
+            ],
+            b"{}"
+        )?,
+        200,
+        "an event the Receiver leaves out is answered, not acted on"
+    );
+    let src = source_status::<skewer_agent::api::GitRepository>(&c, &ns, "src").await?;
+    assert_eq!(src.last_handled_reconcile_at, None, "nothing reconciled");
+    assert_eq!(cm_value(&c, &ns).await?.as_deref(), Some("one"));
+    let events = event_reasons(&ns, "involvedObject.kind=Receiver")?;
+    assert!(events.contains("AuthenticationFailed"), "{events}");
+
+    // The real push: applied within a second.
+    let sent = Instant::now();
+    assert_eq!(
+        post(
+            &url,
+            &[
+                ("X-GitHub-Event", "push"),
+                ("X-Hub-Signature-256", &signature)
+            ],
+            body.as_bytes()
+        )?,
+        200
+    );
+    eventually("the pushed change applied", WAIT, || async {
+        Ok((cm_value(&c, &ns).await?.as_deref() == Some("two")).then_some(()))
+    })
+    .await?;
+    let took = sent.elapsed();
+    eprintln!("push to applied: {took:?}");
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gitlab_tokens_generic_paths_and_suspension() -> Result<()> {
+    let ns = skewer_e2e::namespace("hooks-gl")?;
+    let c = client().await;
+    let port = free_port()?;
+    let addr = format!("127.0.0.1:{port}");
+    let _skewer = skewer_e2e::Skewer::start_with(&ns, &["--webhook-addr", &addr])?;
+    let token = "gitlab-token-0123456789";
+    put_secret(&c, &ns, "gl", &[("token", token)]).await?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: GitRepository\nmetadata: {{name: src, namespace: {ns}, labels: {{team: a}}}}\nspec:\n  url: https://git.example.com/x.git\n  interval: 1h\n  suspend: true\n"
+    ))?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Receiver\nmetadata: {{name: gitlab, namespace: {ns}}}\nspec:\n  type: gitlab\n  secretRef: {{name: gl}}\n  resources: [{{kind: GitRepository, name: '*', matchLabels: {{team: a}}}}]\n"
+    ))?;
+    let url = format!("http://{addr}{}", wait_path(&c, &ns, "gitlab").await?);
+    let wrong = "gitlab-token-0123456788";
+    let push = [("X-Gitlab-Event", "Push Hook")];
+    assert_eq!(
+        post(&url, &[push[0], ("X-Gitlab-Token", wrong)], b"{}")?,
+        401
+    );
+    assert_eq!(
+        post(&url, &[push[0], ("X-Gitlab-Token", token)], b"{}")?,
+        200
+    );
+    let api: Api<skewer_agent::api::GitRepository> = Api::namespaced(c.clone(), &ns);
+    let annotated = api
+        .get("src")
+        .await?
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .contains_key("skewer.dev/reconcile-requested-at");
+    assert!(annotated, "matched by labels and asked to reconcile");
+
+    kc(&[
+        "patch",
+        "receiver",
+        "gitlab",
+        "-n",
+        &ns,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"suspend":true}}"#,
+    ])?;
+    eventually("the suspended Receiver to answer 503", WAIT, || async {
+        match post(&url, &[push[0], ("X-Gitlab-Token", token)], b"{}")? {
+            503 => Ok(Some(())),
+            other => bail!("{other}"),
+        }
+    })
+    .await?;
+    Ok(())
+}
