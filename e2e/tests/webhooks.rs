@@ -95,6 +95,11 @@ async fn a_signed_push_is_applied_within_a_second_and_forgeries_are_refused() ->
         repo.url
     ))?;
     kustomization(&ns, "app", "src", "./apps", "  interval: 1h\n")?;
+    // Another source of the same repository, named by no Receiver: a push reaches it too.
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: GitRepository\nmetadata: {{name: same-repo, namespace: {ns}}}\nspec:\n  url: {}\n  interval: 1h\n  ref: {{branch: main}}\n",
+        repo.url
+    ))?;
     wait_applied(&c, &ns, "app", &first).await?;
     let token = "a-webhook-secret-of-some-length";
     put_secret(&c, &ns, "hook-token", &[("token", token)]).await?;
@@ -196,6 +201,58 @@ async fn a_signed_push_is_applied_within_a_second_and_forgeries_are_refused() ->
     let took = sent.elapsed();
     eprintln!("push to applied: {took:?}");
     assert!(took < Duration::from_secs(3), "took {took:?}");
+    let handled = |name: &'static str| {
+        let c = c.clone();
+        let ns = ns.clone();
+        async move {
+            let st = source_status::<skewer_agent::api::GitRepository>(&c, &ns, name).await?;
+            anyhow::Ok(st.last_handled_reconcile_at)
+        }
+    };
+    let asked = eventually(
+        "the unlisted source of the same repository asked",
+        WAIT,
+        || async { handled("same-repo").await },
+    )
+    .await?;
+
+    // A push to another branch: answered, and nothing tracking main is asked again.
+    let feature = body.replace("refs/heads/main", "refs/heads/feature");
+    let sig = sign(token, feature.as_bytes());
+    assert_eq!(
+        post(
+            &url,
+            &[("X-GitHub-Event", "push"), ("X-Hub-Signature-256", &sig)],
+            feature.as_bytes()
+        )?,
+        200
+    );
+    let malformed = sign(token, b"{not json");
+    assert_eq!(
+        post(
+            &url,
+            &[
+                ("X-GitHub-Event", "push"),
+                ("X-Hub-Signature-256", &malformed)
+            ],
+            b"{not json"
+        )?,
+        400,
+        "a signed but malformed body"
+    );
+    let api: Api<skewer_agent::api::GitRepository> = Api::namespaced(c.clone(), &ns);
+    let annotation = |g: skewer_agent::api::GitRepository| {
+        g.metadata
+            .annotations
+            .unwrap_or_default()
+            .get("skewer.dev/reconcile-requested-at")
+            .cloned()
+    };
+    assert_eq!(
+        annotation(api.get("same-repo").await?),
+        Some(asked),
+        "not asked again"
+    );
     Ok(())
 }
 

@@ -8,9 +8,10 @@
 //! signature (and a Warning Event on the Receiver), 400 malformed header, 503 suspended, 200
 //! done. Responses never carry the secret or the names of what was reconciled.
 
+pub mod push;
 pub mod verify;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -31,7 +32,7 @@ use crate::api::receiver::{Receiver, ReceiverStatus, ResourceReference};
 use crate::api::{
     Application, GitRepository, Kustomization, OCIRepository, RECONCILE_REQUESTED_AT,
 };
-use crate::runtime::{self, Context, Done, Error, Failure, Reason, Session};
+use crate::runtime::{self, Context, Done, Error, Failure, Reason, Reconciled, Session};
 
 crate::reconciled!(Receiver, ReceiverStatus);
 
@@ -228,8 +229,17 @@ async fn receive(
     };
     match verify::verify(r.host, &r.token, header, &body, &r.events) {
         Ok(Verdict::Accept(event)) => {
+            let pushed = match r.host {
+                Host::Github | Host::Gitlab | Host::Gitea | Host::Gogs | Host::Bitbucket => {
+                    match push::parse(&body) {
+                        Ok(p) => p,
+                        Err(_) => return StatusCode::BAD_REQUEST,
+                    }
+                }
+                _ => push::Push::default(),
+            };
             let requested = jiff::Timestamp::now().to_string();
-            let n = trigger(&ctx, &r, &requested).await;
+            let n = trigger(&ctx, &r, &pushed, &requested).await;
             info!(receiver = %format!("{}/{}", r.namespace, r.name), event = ?event, objects = n, "webhook accepted");
             StatusCode::OK
         }
@@ -254,23 +264,90 @@ async fn receive(
     }
 }
 
-/// Sets the reconcile-request annotation on every object `r` names; returns how many.
-async fn trigger(ctx: &Context, r: &Registered, requested: &str) -> usize {
+/// Sets the reconcile-request annotation on every object `r` names, and on the GitRepositories
+/// and Applications of its namespace that track the pushed repository; objects whose branch
+/// the push did not move are left alone. Returns how many were asked.
+async fn trigger(ctx: &Context, r: &Registered, pushed: &push::Push, requested: &str) -> usize {
+    let listed = |kind: &str, name: &str, ns: &str, labels: &BTreeMap<String, String>| {
+        r.resources.iter().any(|res| {
+            res.kind == kind
+                && res.namespace.as_deref().unwrap_or(&r.namespace) == ns
+                && (res.name == name
+                    || (res.name == "*"
+                        && res
+                            .match_labels
+                            .iter()
+                            .all(|(k, v)| labels.get(k) == Some(v))))
+        })
+    };
+    // A source of the pushed repository whose tracked ref the push did not move is skipped,
+    // listed or not; one of another repository is asked only when listed.
+    let wanted = |listed: bool, url: &str, branch: Option<&str>, tags: bool| {
+        if pushed.is_of(url) {
+            pushed.moves(branch, tags)
+        } else {
+            listed
+        }
+    };
     let mut n = 0;
-    for res in &r.resources {
-        let ns = res.namespace.as_deref().unwrap_or(&r.namespace);
-        n += match res.kind.as_str() {
-            "GitRepository" => annotate::<GitRepository>(ctx, ns, res, requested).await,
-            "OCIRepository" => annotate::<OCIRepository>(ctx, ns, res, requested).await,
-            "Kustomization" => annotate::<Kustomization>(ctx, ns, res, requested).await,
-            "Application" => annotate::<Application>(ctx, ns, res, requested).await,
-            _ => 0,
-        };
+    let namespaces: BTreeSet<&str> = r
+        .resources
+        .iter()
+        .map(|res| res.namespace.as_deref().unwrap_or(&r.namespace))
+        .chain([r.namespace.as_str()])
+        .collect();
+    for ns in namespaces {
+        let repos = list::<GitRepository>(ctx, ns).await;
+        for g in &repos {
+            let rf = g.spec.reference.clone().unwrap_or_default();
+            let tags = rf.tag.is_some() || rf.semver.is_some();
+            let pinned = (rf.commit.is_some() && rf.branch.is_none()) || rf.name.is_some();
+            let is_listed = listed(GitRepository::KIND, &g.name_any(), ns, g.labels());
+            // A pinned source moves only when its spec does: asked only when listed.
+            let ask = if pinned {
+                is_listed
+            } else {
+                wanted(is_listed, &g.spec.url, rf.branch.as_deref(), tags)
+            };
+            if ask {
+                n += annotate::<GitRepository>(ctx, ns, &g.name_any(), requested).await;
+            }
+        }
+        for a in &list::<Application>(ctx, ns).await {
+            let Some(src) = &a.spec.source else { continue };
+            let target = src.target_revision.as_deref().unwrap_or("HEAD");
+            let branch = (target != "HEAD" && !target.is_empty()).then_some(target);
+            let is_listed = listed(Application::KIND, &a.name_any(), ns, a.labels());
+            // A target that names a tag is known only to the remote: a tag push may move it.
+            let tags = pushed
+                .git_ref
+                .as_deref()
+                .is_some_and(|r| r.starts_with("refs/tags/"));
+            if wanted(is_listed, &src.repo_url, branch, tags) {
+                n += annotate::<Application>(ctx, ns, &a.name_any(), requested).await;
+            }
+        }
+        for o in &list::<OCIRepository>(ctx, ns).await {
+            if listed(OCIRepository::KIND, &o.name_any(), ns, o.labels()) {
+                n += annotate::<OCIRepository>(ctx, ns, &o.name_any(), requested).await;
+            }
+        }
+        if r.resources
+            .iter()
+            .any(|res| res.kind == Kustomization::KIND)
+        {
+            for k in &list::<Kustomization>(ctx, ns).await {
+                if listed(Kustomization::KIND, &k.name_any(), ns, k.labels()) {
+                    n += annotate::<Kustomization>(ctx, ns, &k.name_any(), requested).await;
+                }
+            }
+        }
     }
     n
 }
 
-async fn annotate<K>(ctx: &Context, ns: &str, res: &ResourceReference, requested: &str) -> usize
+/// The objects of kind `K` in `ns` (none, logged, when they cannot be listed).
+async fn list<K>(ctx: &Context, ns: &str) -> Vec<K>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -278,39 +355,35 @@ where
         + std::fmt::Debug,
 {
     let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
-    let names: Vec<String> = if res.name == "*" {
-        let selector: Vec<String> = res
-            .match_labels
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        match api
-            .list_metadata(&ListParams::default().labels(&selector.join(",")))
-            .await
-        {
-            Ok(list) => list.items.iter().map(|m| m.name_any()).collect(),
-            Err(e) => {
-                warn!(kind = %res.kind, namespace = ns, error = %e, "webhook: listing");
-                return 0;
-            }
-        }
-    } else {
-        vec![res.name.clone()]
-    };
-    let patch = json!({"metadata": {"annotations": {RECONCILE_REQUESTED_AT: requested}}});
-    let mut n = 0;
-    for name in names {
-        match api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => n += 1,
-            Err(e) => {
-                warn!(kind = %res.kind, namespace = ns, name, error = %e, "webhook: cannot request a reconcile")
-            }
+    match api.list(&ListParams::default()).await {
+        Ok(l) => l.items,
+        Err(e) => {
+            warn!(namespace = ns, error = %e, "webhook: listing");
+            Vec::new()
         }
     }
-    n
+}
+
+/// Asks object `ns/name` of kind `K` to reconcile now; 1 when it could be asked.
+async fn annotate<K>(ctx: &Context, ns: &str, name: &str, requested: &str) -> usize
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
+    let patch = json!({"metadata": {"annotations": {RECONCILE_REQUESTED_AT: requested}}});
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => 1,
+        Err(e) => {
+            warn!(namespace = ns, name, error = %e, "webhook: cannot request a reconcile");
+            0
+        }
+    }
 }
 
 #[cfg(test)]

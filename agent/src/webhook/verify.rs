@@ -16,10 +16,14 @@ pub enum Host {
     Bitbucket,
     Generic,
     GenericHmac,
+    Harbor,
+    Dockerhub,
+    Quay,
+    Nexus,
 }
 
 impl Host {
-    pub const NAMES: &'static str = "github, gitlab, gitea, gogs, bitbucket, generic, generic-hmac";
+    pub const NAMES: &'static str = "github, gitlab, gitea, gogs, bitbucket, generic, generic-hmac, harbor, dockerhub, quay, nexus";
 
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
@@ -30,6 +34,10 @@ impl Host {
             "bitbucket" => Host::Bitbucket,
             "generic" => Host::Generic,
             "generic-hmac" => Host::GenericHmac,
+            "harbor" => Host::Harbor,
+            "dockerhub" => Host::Dockerhub,
+            "quay" => Host::Quay,
+            "nexus" => Host::Nexus,
             _ => return None,
         })
     }
@@ -42,7 +50,7 @@ impl Host {
             Host::Gitea => Some("x-gitea-event"),
             Host::Gogs => Some("x-gogs-event"),
             Host::Bitbucket => Some("x-event-key"),
-            Host::Generic | Host::GenericHmac => None,
+            _ => None,
         }
     }
 }
@@ -151,7 +159,22 @@ pub fn verify(
             let (algo, sig) = prefixed(&v, &["sha1", "sha256", "sha512"])?;
             signed(algo, sig, token, body)?;
         }
-        // The secret path is the authentication.
+        Host::Harbor => {
+            let given = header("authorization").ok_or(missing)?;
+            if !bool::from(given.as_bytes().ct_eq(token)) {
+                return Err(Refusal::Unauthorized("token does not match"));
+            }
+        }
+        Host::Nexus => {
+            let sig = header("x-nexus-webhook-signature").ok_or(missing)?;
+            signed("sha1", &sig, token, body)?;
+        }
+        // The secret path is the authentication; the payload must still be the host's.
+        Host::Dockerhub | Host::Quay => {
+            if serde_json::from_slice::<serde_json::Value>(body).map_or(true, |v| !v.is_object()) {
+                return Err(Refusal::BadRequest("the body is not a JSON object"));
+            }
+        }
         Host::Generic => {}
     }
     let event = host.event_header().and_then(&header);
@@ -268,6 +291,40 @@ mod tests {
         assert_eq!(
             verify(Host::Generic, TOKEN, headers(&[]), BODY, &[]),
             Ok(Verdict::Accept(None))
+        );
+    }
+
+    #[test]
+    fn registries_are_checked_as_they_call() {
+        let h = headers(&[("Authorization", "It's a Secret to Everybody")]);
+        assert!(matches!(
+            verify(Host::Harbor, TOKEN, h, BODY, &[]),
+            Ok(Verdict::Accept(_))
+        ));
+        let h = headers(&[("Authorization", "Basic nope")]);
+        assert!(matches!(
+            verify(Host::Harbor, TOKEN, h, BODY, &[]),
+            Err(Refusal::Unauthorized(_))
+        ));
+        let sig = sign("sha1", TOKEN, BODY);
+        let h = headers(&[("X-Nexus-Webhook-Signature", &sig)]);
+        assert!(matches!(
+            verify(Host::Nexus, TOKEN, h, BODY, &[]),
+            Ok(Verdict::Accept(_))
+        ));
+        let h = headers(&[("X-Nexus-Webhook-Signature", &sig)]);
+        assert!(matches!(
+            verify(Host::Nexus, TOKEN, h, b"other", &[]),
+            Err(Refusal::Unauthorized(_))
+        ));
+        let push = br#"{"push_data": {"tag": "v1"}, "repository": {"repo_name": "acme/app"}}"#;
+        assert!(matches!(
+            verify(Host::Dockerhub, TOKEN, headers(&[]), push, &[]),
+            Ok(Verdict::Accept(_))
+        ));
+        assert_eq!(
+            verify(Host::Quay, TOKEN, headers(&[]), b"not json", &[]),
+            Err(Refusal::BadRequest("the body is not a JSON object"))
         );
     }
 
