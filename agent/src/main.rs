@@ -289,6 +289,12 @@ struct RunArgs {
     /// Serve Receivers' webhooks on this address (like `0.0.0.0:9292`); off when absent.
     #[arg(long, env = "SKEWER_WEBHOOK_ADDR")]
     webhook_addr: Option<std::net::SocketAddr>,
+    /// Argo CD's webhook endpoint (`POST /api/webhook` on --webhook-addr) reads the hosts'
+    /// secrets from this Secret (`namespace/name`), keys `webhook.github.secret`,
+    /// `webhook.gitlab.secret`, `webhook.gogs.secret`, `webhook.bitbucketserver.secret`, as
+    /// Argo CD keeps them in `argocd-secret`. Off when absent.
+    #[arg(long, env = "SKEWER_ARGOCD_WEBHOOK_SECRET", value_parser = parse_secret_name)]
+    argocd_webhook_secret: Option<(String, String)>,
     /// Address for /metrics, /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:8080", env = "SKEWER_METRICS_ADDR")]
     metrics_addr: std::net::SocketAddr,
@@ -300,6 +306,13 @@ async fn hub_client() -> Result<kube::Client> {
         .await
         .context("reading the cluster configuration (KUBECONFIG or in-cluster)")?;
     kube::Client::try_from(config).context("connecting to the hub")
+}
+
+fn parse_secret_name(s: &str) -> Result<(String, String), String> {
+    match s.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() => Ok((ns.into(), name.into())),
+        _ => Err(format!("'{s}': give it as <namespace>/<name>")),
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -573,7 +586,11 @@ async fn run(args: RunArgs) -> Result<()> {
             .await
             .with_context(|| format!("listening on {addr} (--webhook-addr)"))?;
         tracing::info!(%addr, "serving webhooks");
-        tokio::spawn(skewer_agent::webhook::serve(listener, ctx.clone()));
+        let argo = skewer_agent::webhook::ArgoEndpoint {
+            secret: args.argocd_webhook_secret.clone(),
+            scope: namespace.clone(),
+        };
+        tokio::spawn(skewer_agent::webhook::serve(listener, ctx.clone(), argo));
     }
     tracing::info!(namespace = namespace.as_deref().unwrap_or("<all>"), data_dir = %args.data_dir.display(), "skewer running");
     tokio::select! {

@@ -311,3 +311,71 @@ async fn gitlab_tokens_generic_paths_and_suspension() -> Result<()> {
     .await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn argo_cds_endpoint_refreshes_the_applications_of_the_pushed_repository() -> Result<()> {
+    let git = GitServer::start()?;
+    let repo = git.repo("argo")?;
+    let ns = skewer_e2e::namespace("hooks-argo")?;
+    repo.write("apps/cm.yaml", &cm(&ns, "one"))?;
+    repo.commit("one")?;
+    let c = client().await;
+    let token = "gitlab-shared-secret";
+    put_secret(
+        &c,
+        &ns,
+        "argocd-secret",
+        &[("webhook.gitlab.secret", token)],
+    )
+    .await?;
+    let port = free_port()?;
+    let addr = format!("127.0.0.1:{port}");
+    let secret = format!("{ns}/argocd-secret");
+    let _skewer = skewer_e2e::Skewer::start_with(
+        &ns,
+        &["--webhook-addr", &addr, "--argocd-webhook-secret", &secret],
+    )?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: app, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: {}, path: apps, targetRevision: main}}\n  syncPolicy: {{automated: {{}}}}\n  interval: 1h\n",
+        repo.url
+    ))?;
+    eventually("the Application synced", WAIT, || async {
+        Ok((cm_value(&c, &ns).await?.as_deref() == Some("one")).then_some(()))
+    })
+    .await?;
+    repo.write("apps/cm.yaml", &cm(&ns, "two"))?;
+    let second = repo.commit("two")?;
+    let url = format!("http://{addr}/api/webhook");
+    // GitLab's push hook, as GitLab documents it (the fields read).
+    let body = serde_json::json!({
+        "object_kind": "push", "ref": "refs/heads/main", "after": second,
+        "project": {"git_http_url": repo.url, "path_with_namespace": "team/argo"}
+    })
+    .to_string();
+    let gitlab = [("X-Gitlab-Event", "Push Hook"), ("X-Gitlab-Token", token)];
+    // GitHub has no secret in argocd-secret: refused rather than taken unverified.
+    assert_eq!(
+        post(&url, &[("X-GitHub-Event", "push")], body.as_bytes())?,
+        401
+    );
+    assert_eq!(
+        post(
+            &url,
+            &[("X-Gitlab-Event", "Push Hook"), ("X-Gitlab-Token", "nope")],
+            body.as_bytes()
+        )?,
+        401
+    );
+    let sent = Instant::now();
+    assert_eq!(post(&url, &gitlab, body.as_bytes())?, 200);
+    eventually("the pushed change applied", WAIT, || async {
+        Ok((cm_value(&c, &ns).await?.as_deref() == Some("two")).then_some(()))
+    })
+    .await?;
+    assert!(
+        sent.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        sent.elapsed()
+    );
+    Ok(())
+}

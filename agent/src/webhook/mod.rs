@@ -20,9 +20,9 @@ use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::routing::post;
+use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::{Resource, ResourceExt};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
@@ -189,25 +189,125 @@ pub const KINDS: &[&str] = &[
     "Application",
 ];
 
-/// The webhook server's routes.
-pub fn router(ctx: Arc<Context>) -> Router {
+/// Where Argo CD's endpoint finds its secrets, and which namespace skewer watches.
+#[derive(Clone, Default)]
+pub struct ArgoEndpoint {
+    /// `namespace/name` of the Secret with `webhook.github.secret`, … (Argo CD's `argocd-secret`).
+    pub secret: Option<(String, String)>,
+    /// The namespace skewer watches (`None`: all).
+    pub scope: Option<String>,
+}
+
+#[derive(Clone)]
+struct Server {
+    ctx: Arc<Context>,
+    argo: ArgoEndpoint,
+}
+
+/// The webhook server's routes: Receivers' paths, and Argo CD's `/api/webhook`.
+pub fn router(ctx: Arc<Context>, argo: ArgoEndpoint) -> Router {
     Router::new()
         .route("/hook/{digest}", post(receive))
-        .with_state(ctx)
+        .route("/api/webhook", post(argo_cd))
+        .with_state(Server { ctx, argo })
 }
 
 /// Serves webhooks on `listener` until shutdown.
-pub async fn serve(listener: tokio::net::TcpListener, ctx: Arc<Context>) {
-    if let Err(e) = axum::serve(listener, router(ctx)).await {
+pub async fn serve(listener: tokio::net::TcpListener, ctx: Arc<Context>, argo: ArgoEndpoint) {
+    if let Err(e) = axum::serve(listener, router(ctx, argo)).await {
         warn!(error = %e, "webhook server stopped");
     }
 }
 
+/// The host of a request to Argo CD's endpoint, from its headers, and the key of its secret.
+fn argo_host(header: &dyn Fn(&str) -> Option<String>) -> Option<(Host, &'static str)> {
+    if header("x-github-event").is_some() {
+        Some((Host::Github, "webhook.github.secret"))
+    } else if header("x-gitlab-event").is_some() {
+        Some((Host::Gitlab, "webhook.gitlab.secret"))
+    } else if header("x-gogs-event").is_some() {
+        Some((Host::Gogs, "webhook.gogs.secret"))
+    } else if header("x-event-key").is_some() && header("x-hub-signature").is_some() {
+        Some((Host::Bitbucket, "webhook.bitbucketserver.secret"))
+    } else {
+        None
+    }
+}
+
+/// Argo CD's endpoint: the host told by its headers, its secret from Argo CD's Secret, and the
+/// Applications and GitRepositories of the pushed repository and ref refreshed. A host without
+/// a secret is refused (Argo CD would take its requests unverified).
+async fn argo_cd(State(server): State<Server>, request: Request) -> StatusCode {
+    let Some((ns, name)) = server.argo.secret.clone() else {
+        return StatusCode::NOT_FOUND;
+    };
+    let ctx = server.ctx;
+    let (parts, body) = request.into_parts();
+    let header = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let Some((host, key)) = argo_host(&header) else {
+        return StatusCode::BAD_REQUEST;
+    };
+    let Ok(body) = axum::body::to_bytes(Body::new(body), BODY_LIMIT).await else {
+        return StatusCode::PAYLOAD_TOO_LARGE;
+    };
+    let secret = super::reconcilers::source::read_secret(
+        &ctx,
+        &ns,
+        &name,
+        "--argocd-webhook-secret",
+        |data| {
+            data.get(key)
+                .filter(|s| !s.is_empty())
+                .cloned()
+                .ok_or("no such key")
+        },
+    )
+    .await;
+    let Ok(token) = secret else {
+        warn!(
+            key,
+            "Argo CD webhook refused: no secret configured for this host"
+        );
+        return StatusCode::UNAUTHORIZED;
+    };
+    match verify::verify(host, &token, header, &body, &[]) {
+        Ok(Verdict::Accept(_)) => {}
+        Ok(Verdict::Ping | Verdict::Ignored(_)) => return StatusCode::OK,
+        Err(Refusal::Unauthorized(why)) => {
+            warn!(why, "Argo CD webhook refused");
+            return StatusCode::UNAUTHORIZED;
+        }
+        Err(Refusal::BadRequest(_)) => return StatusCode::BAD_REQUEST,
+    }
+    let Ok(pushed) = push::parse(&body) else {
+        return StatusCode::BAD_REQUEST;
+    };
+    let requested = jiff::Timestamp::now().to_string();
+    let nobody = |_: &str, _: &str, _: &str, _: &BTreeMap<String, String>| false;
+    let n = refresh(
+        &ctx,
+        server.argo.scope.as_deref(),
+        &pushed,
+        &nobody,
+        &requested,
+    )
+    .await;
+    info!(objects = n, "Argo CD webhook accepted");
+    StatusCode::OK
+}
+
 async fn receive(
-    State(ctx): State<Arc<Context>>,
+    State(server): State<Server>,
     Path(digest): Path<String>,
     request: Request,
 ) -> StatusCode {
+    let ctx = server.ctx;
     // The path first: an unknown one costs nothing more.
     let Some(r) = ctx.receivers.get(&format!("/hook/{digest}")) else {
         return StatusCode::NOT_FOUND;
@@ -280,8 +380,47 @@ async fn trigger(ctx: &Context, r: &Registered, pushed: &push::Push, requested: 
                             .all(|(k, v)| labels.get(k) == Some(v))))
         })
     };
-    // A source of the pushed repository whose tracked ref the push did not move is skipped,
-    // listed or not; one of another repository is asked only when listed.
+    let namespaces: BTreeSet<&str> = r
+        .resources
+        .iter()
+        .map(|res| res.namespace.as_deref().unwrap_or(&r.namespace))
+        .chain([r.namespace.as_str()])
+        .collect();
+    let mut n = 0;
+    for ns in namespaces {
+        n += refresh(ctx, Some(ns), pushed, &listed, requested).await;
+        for o in &list::<OCIRepository>(ctx, Some(ns)).await {
+            if listed(OCIRepository::KIND, &o.name_any(), ns, o.labels()) {
+                n += annotate(o, ctx, requested).await;
+            }
+        }
+        if r.resources
+            .iter()
+            .any(|res| res.kind == Kustomization::KIND)
+        {
+            for k in &list::<Kustomization>(ctx, Some(ns)).await {
+                if listed(Kustomization::KIND, &k.name_any(), ns, k.labels()) {
+                    n += annotate(k, ctx, requested).await;
+                }
+            }
+        }
+    }
+    n
+}
+
+/// Who a Receiver names: `(kind, name, namespace, labels)` → listed.
+type Listed<'a> = dyn Fn(&str, &str, &str, &BTreeMap<String, String>) -> bool + Sync + 'a;
+
+/// Asks the GitRepositories and Applications of `scope` (a namespace; `None`: all) that are
+/// `listed`, or that track the pushed repository, to reconcile; a source of the pushed
+/// repository whose ref the push did not move is left alone, listed or not.
+async fn refresh(
+    ctx: &Context,
+    scope: Option<&str>,
+    pushed: &push::Push,
+    listed: &Listed<'_>,
+    requested: &str,
+) -> usize {
     let wanted = |listed: bool, url: &str, branch: Option<&str>, tags: bool| {
         if pushed.is_of(url) {
             pushed.moves(branch, tags)
@@ -290,97 +429,65 @@ async fn trigger(ctx: &Context, r: &Registered, pushed: &push::Push, requested: 
         }
     };
     let mut n = 0;
-    let namespaces: BTreeSet<&str> = r
-        .resources
-        .iter()
-        .map(|res| res.namespace.as_deref().unwrap_or(&r.namespace))
-        .chain([r.namespace.as_str()])
-        .collect();
-    for ns in namespaces {
-        let repos = list::<GitRepository>(ctx, ns).await;
-        for g in &repos {
-            let rf = g.spec.reference.clone().unwrap_or_default();
-            let tags = rf.tag.is_some() || rf.semver.is_some();
-            let pinned = (rf.commit.is_some() && rf.branch.is_none()) || rf.name.is_some();
-            let is_listed = listed(GitRepository::KIND, &g.name_any(), ns, g.labels());
-            // A pinned source moves only when its spec does: asked only when listed.
-            let ask = if pinned {
-                is_listed
-            } else {
-                wanted(is_listed, &g.spec.url, rf.branch.as_deref(), tags)
-            };
-            if ask {
-                n += annotate::<GitRepository>(ctx, ns, &g.name_any(), requested).await;
-            }
+    for g in &list::<GitRepository>(ctx, scope).await {
+        let ns = g.namespace().unwrap_or_default();
+        let rf = g.spec.reference.clone().unwrap_or_default();
+        let tags = rf.tag.is_some() || rf.semver.is_some();
+        let pinned = (rf.commit.is_some() && rf.branch.is_none()) || rf.name.is_some();
+        let is_listed = listed(GitRepository::KIND, &g.name_any(), &ns, g.labels());
+        // A pinned source moves only when its spec does: asked only when listed.
+        let ask = if pinned {
+            is_listed
+        } else {
+            wanted(is_listed, &g.spec.url, rf.branch.as_deref(), tags)
+        };
+        if ask {
+            n += annotate(g, ctx, requested).await;
         }
-        for a in &list::<Application>(ctx, ns).await {
-            let Some(src) = &a.spec.source else { continue };
-            let target = src.target_revision.as_deref().unwrap_or("HEAD");
-            let branch = (target != "HEAD" && !target.is_empty()).then_some(target);
-            let is_listed = listed(Application::KIND, &a.name_any(), ns, a.labels());
-            // A target that names a tag is known only to the remote: a tag push may move it.
-            let tags = pushed
-                .git_ref
-                .as_deref()
-                .is_some_and(|r| r.starts_with("refs/tags/"));
-            if wanted(is_listed, &src.repo_url, branch, tags) {
-                n += annotate::<Application>(ctx, ns, &a.name_any(), requested).await;
-            }
-        }
-        for o in &list::<OCIRepository>(ctx, ns).await {
-            if listed(OCIRepository::KIND, &o.name_any(), ns, o.labels()) {
-                n += annotate::<OCIRepository>(ctx, ns, &o.name_any(), requested).await;
-            }
-        }
-        if r.resources
-            .iter()
-            .any(|res| res.kind == Kustomization::KIND)
-        {
-            for k in &list::<Kustomization>(ctx, ns).await {
-                if listed(Kustomization::KIND, &k.name_any(), ns, k.labels()) {
-                    n += annotate::<Kustomization>(ctx, ns, &k.name_any(), requested).await;
-                }
-            }
+    }
+    for a in &list::<Application>(ctx, scope).await {
+        let Some(src) = &a.spec.source else { continue };
+        let ns = a.namespace().unwrap_or_default();
+        let target = src.target_revision.as_deref().unwrap_or("HEAD");
+        let branch = (target != "HEAD" && !target.is_empty()).then_some(target);
+        let is_listed = listed(Application::KIND, &a.name_any(), &ns, a.labels());
+        // A target that names a tag is known only to the remote: a tag push may move it.
+        let tags = pushed
+            .git_ref
+            .as_deref()
+            .is_some_and(|r| r.starts_with("refs/tags/"));
+        if wanted(is_listed, &src.repo_url, branch, tags) {
+            n += annotate(a, ctx, requested).await;
         }
     }
     n
 }
 
-/// The objects of kind `K` in `ns` (none, logged, when they cannot be listed).
-async fn list<K>(ctx: &Context, ns: &str) -> Vec<K>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
+/// The objects of kind `K` in `scope` (`None`: every namespace); none, logged, when they
+/// cannot be listed.
+async fn list<K: Reconciled>(ctx: &Context, scope: Option<&str>) -> Vec<K> {
+    let api: Api<K> = runtime::scoped(&ctx.client, scope);
     match api.list(&ListParams::default()).await {
         Ok(l) => l.items,
         Err(e) => {
-            warn!(namespace = ns, error = %e, "webhook: listing");
+            warn!(kind = K::KIND, error = %e, "webhook: listing");
             Vec::new()
         }
     }
 }
 
-/// Asks object `ns/name` of kind `K` to reconcile now; 1 when it could be asked.
-async fn annotate<K>(ctx: &Context, ns: &str, name: &str, requested: &str) -> usize
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
+/// Asks `obj` to reconcile now; 1 when it could be asked.
+async fn annotate<K: Reconciled>(obj: &K, ctx: &Context, requested: &str) -> usize {
+    let (ns, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
     let patch = json!({"metadata": {"annotations": {RECONCILE_REQUESTED_AT: requested}}});
     match api
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
         Ok(_) => 1,
         Err(e) => {
-            warn!(namespace = ns, name, error = %e, "webhook: cannot request a reconcile");
+            warn!(kind = K::KIND, namespace = %ns, name, error = %e, "webhook: cannot request a reconcile");
             0
         }
     }
