@@ -23,8 +23,18 @@ pub struct DriftLabels {
     pub change: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookLabels {
+    /// `namespace/name` of the Receiver, or `argocd` for Argo CD's endpoint.
+    pub receiver: String,
+    /// `accepted`, `ignored`, or why it was refused: `unauthorized`, `bad_request`,
+    /// `too_large`, `suspended`, `busy`.
+    pub result: &'static str,
+}
+
 pub struct Metrics {
     registry: Registry,
+    pub webhook_requests: Family<WebhookLabels, Counter>,
     pub reconcile_duration: Family<ReconcileLabels, Histogram>,
     pub objects_applied: Counter,
     pub objects_pruned: Counter,
@@ -41,6 +51,7 @@ impl Default for Metrics {
         });
         let fetch_duration = Histogram::new(exponential_buckets(0.005, 2.0, 14));
         let m = Self {
+            webhook_requests: Family::default(),
             reconcile_duration: reconcile_duration.clone(),
             objects_applied: Counter::default(),
             objects_pruned: Counter::default(),
@@ -53,6 +64,11 @@ impl Default for Metrics {
             "reconcile_duration_seconds",
             "Time of one reconcile, by kind and result",
             reconcile_duration,
+        );
+        registry.register(
+            "webhook_requests",
+            "Webhook requests to a known path, by receiver and result",
+            m.webhook_requests.clone(),
         );
         registry.register(
             "objects_applied",

@@ -379,3 +379,97 @@ async fn argo_cds_endpoint_refreshes_the_applications_of_the_pushed_repository()
     );
     Ok(())
 }
+
+/// One raw HTTP/1.1 POST on loopback (no client library: a thousand at once must stay cheap);
+/// the status code, or 0 when the connection failed.
+async fn raw_post(addr: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
+        return 0;
+    };
+    let mut req = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    if s.write_all(req.as_bytes()).await.is_err() || s.write_all(body).await.is_err() {
+        return 0;
+    }
+    let mut head = [0u8; 12];
+    if s.read_exact(&mut head).await.is_err() {
+        return 0;
+    }
+    String::from_utf8_lossy(&head[9..12]).parse().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flood_of_forgeries_does_not_stop_a_valid_push() -> Result<()> {
+    let git = GitServer::start()?;
+    let repo = git.repo("flood")?;
+    let ns = skewer_e2e::namespace("hooks-flood")?;
+    repo.write("apps/cm.yaml", &cm(&ns, "one"))?;
+    let first = repo.commit("one")?;
+    let c = client().await;
+    let addr = format!("127.0.0.1:{}", free_port()?);
+    let _skewer = skewer_e2e::Skewer::start_with(&ns, &["--webhook-addr", &addr])?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: GitRepository\nmetadata: {{name: src, namespace: {ns}}}\nspec:\n  url: {}\n  interval: 1h\n  ref: {{branch: main}}\n",
+        repo.url
+    ))?;
+    kustomization(&ns, "app", "src", "./apps", "  interval: 1h\n")?;
+    wait_applied(&c, &ns, "app", &first).await?;
+    let token = "flood-secret-0123456789";
+    put_secret(&c, &ns, "t", &[("token", token)]).await?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Receiver\nmetadata: {{name: gh, namespace: {ns}}}\nspec:\n  type: github\n  secretRef: {{name: t}}\n  resources: [{{kind: GitRepository, name: src}}]\n"
+    ))?;
+    let path = wait_path(&c, &ns, "gh").await?;
+    repo.write("apps/cm.yaml", &cm(&ns, "two"))?;
+    let second = repo.commit("two")?;
+    let body = github_push(&repo.url, &second);
+    let good = sign(token, body.as_bytes());
+
+    // A thousand forgeries at once, each with a 64 KiB body, then the real push among them.
+    let junk = vec![b'{'; 64 << 10];
+    let forged = (0..1000).map(|_| {
+        let (addr, path, junk) = (addr.clone(), path.clone(), junk.clone());
+        tokio::spawn(async move {
+            let h = [
+                ("X-GitHub-Event", "push"),
+                ("X-Hub-Signature-256", "sha256=00"),
+            ];
+            raw_post(&addr, &path, &h, &junk).await
+        })
+    });
+    let forged: Vec<_> = forged.collect();
+    let sent = Instant::now();
+    let h = [
+        ("X-GitHub-Event", "push"),
+        ("X-Hub-Signature-256", good.as_str()),
+    ];
+    let status = raw_post(&addr, &path, &h, body.as_bytes()).await;
+    let served = sent.elapsed();
+    assert_eq!(status, 200, "the valid push was served");
+    eventually("the pushed change applied", WAIT, || async {
+        Ok((cm_value(&c, &ns).await?.as_deref() == Some("two")).then_some(()))
+    })
+    .await?;
+    let applied = sent.elapsed();
+    let mut codes = std::collections::BTreeMap::new();
+    for f in forged {
+        *codes.entry(f.await?).or_insert(0) += 1;
+    }
+    eprintln!("valid push served in {served:?}, applied in {applied:?}; forgeries: {codes:?}");
+    assert!(applied < Duration::from_secs(10), "{applied:?}");
+    assert!(
+        codes.keys().all(|c| [401, 503, 0].contains(c)),
+        "forgeries were refused: {codes:?}"
+    );
+    // The flood made at most a couple of Events, not a thousand.
+    let events = event_reasons(&ns, "involvedObject.kind=Receiver")?;
+    assert!(events.split_whitespace().count() <= 3, "{events}");
+    Ok(())
+}

@@ -56,9 +56,26 @@ struct Registered {
 #[derive(Default)]
 pub struct Receivers {
     by_path: RwLock<HashMap<String, Registered>>,
+    /// When each Receiver last got a refusal Event: a flood of forgeries makes one Event per
+    /// [`EVENT_EVERY`], not one per request.
+    evented: std::sync::Mutex<HashMap<(String, String), std::time::Instant>>,
 }
 
+/// At most one refusal Event per Receiver this often.
+const EVENT_EVERY: Duration = Duration::from_secs(10);
+
 impl Receivers {
+    /// Whether a refusal Event on `r` is due now (and notes that it is sent).
+    fn event_due(&self, r: &Registered) -> bool {
+        let mut sent = self.evented.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (r.namespace.clone(), r.name.clone());
+        let due = sent.get(&key).is_none_or(|at| at.elapsed() >= EVENT_EVERY);
+        if due {
+            sent.insert(key, std::time::Instant::now());
+        }
+        due
+    }
+
     fn set(&self, path: String, r: Registered) {
         let mut map = self.by_path.write().unwrap_or_else(|e| e.into_inner());
         map.retain(|_, old| !(old.namespace == r.namespace && old.name == r.name));
@@ -202,6 +219,43 @@ pub struct ArgoEndpoint {
 struct Server {
     ctx: Arc<Context>,
     argo: ArgoEndpoint,
+    /// Requests past their path check at once: a flood of bad ones waits here, bounded,
+    /// instead of reading bodies without end.
+    busy: Arc<tokio::sync::Semaphore>,
+}
+
+/// Requests whose bodies are read and judged at once.
+const IN_FLIGHT: usize = 64;
+/// How long a request may wait for its turn, and then take to send its body.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+impl Server {
+    fn count(&self, receiver: String, result: &'static str) {
+        self.ctx
+            .metrics
+            .webhook_requests
+            .get_or_create(&crate::metrics::WebhookLabels { receiver, result })
+            .inc();
+    }
+
+    /// Waits (within [`PATIENCE`]) for a turn, then reads the body within [`BODY_LIMIT`] and
+    /// [`PATIENCE`]; the status code to answer when either fails.
+    async fn body(
+        &self,
+        body: axum::body::Body,
+    ) -> Result<(axum::body::Bytes, tokio::sync::OwnedSemaphorePermit), (StatusCode, &'static str)>
+    {
+        let permit = tokio::time::timeout(PATIENCE, self.busy.clone().acquire_owned())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .ok_or((StatusCode::SERVICE_UNAVAILABLE, "busy"))?;
+        match tokio::time::timeout(PATIENCE, axum::body::to_bytes(body, BODY_LIMIT)).await {
+            Ok(Ok(b)) => Ok((b, permit)),
+            Ok(Err(_)) => Err((StatusCode::PAYLOAD_TOO_LARGE, "too_large")),
+            Err(_) => Err((StatusCode::REQUEST_TIMEOUT, "bad_request")),
+        }
+    }
 }
 
 /// The webhook server's routes: Receivers' paths, and Argo CD's `/api/webhook`.
@@ -209,7 +263,11 @@ pub fn router(ctx: Arc<Context>, argo: ArgoEndpoint) -> Router {
     Router::new()
         .route("/hook/{digest}", post(receive))
         .route("/api/webhook", post(argo_cd))
-        .with_state(Server { ctx, argo })
+        .with_state(Server {
+            ctx,
+            argo,
+            busy: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT)),
+        })
 }
 
 /// Serves webhooks on `listener` until shutdown.
@@ -241,7 +299,18 @@ async fn argo_cd(State(server): State<Server>, request: Request) -> StatusCode {
     let Some((ns, name)) = server.argo.secret.clone() else {
         return StatusCode::NOT_FOUND;
     };
-    let ctx = server.ctx;
+    let (code, result) = argo_cd_judged(&server, &ns, &name, request).await;
+    server.count("argocd".into(), result);
+    code
+}
+
+async fn argo_cd_judged(
+    server: &Server,
+    ns: &str,
+    name: &str,
+    request: Request,
+) -> (StatusCode, &'static str) {
+    let ctx = &server.ctx;
     let (parts, body) = request.into_parts();
     let header = |name: &str| {
         parts
@@ -251,47 +320,43 @@ async fn argo_cd(State(server): State<Server>, request: Request) -> StatusCode {
             .map(str::to_string)
     };
     let Some((host, key)) = argo_host(&header) else {
-        return StatusCode::BAD_REQUEST;
+        return (StatusCode::BAD_REQUEST, "bad_request");
     };
-    let Ok(body) = axum::body::to_bytes(Body::new(body), BODY_LIMIT).await else {
-        return StatusCode::PAYLOAD_TOO_LARGE;
+    let (body, _turn) = match server.body(Body::new(body)).await {
+        Ok(b) => b,
+        Err(refused) => return refused,
     };
-    let secret = super::reconcilers::source::read_secret(
-        &ctx,
-        &ns,
-        &name,
-        "--argocd-webhook-secret",
-        |data| {
+    let secret =
+        super::reconcilers::source::read_secret(ctx, ns, name, "--argocd-webhook-secret", |data| {
             data.get(key)
                 .filter(|s| !s.is_empty())
                 .cloned()
                 .ok_or("no such key")
-        },
-    )
-    .await;
+        })
+        .await;
     let Ok(token) = secret else {
         warn!(
             key,
             "Argo CD webhook refused: no secret configured for this host"
         );
-        return StatusCode::UNAUTHORIZED;
+        return (StatusCode::UNAUTHORIZED, "unauthorized");
     };
     match verify::verify(host, &token, header, &body, &[]) {
         Ok(Verdict::Accept(_)) => {}
-        Ok(Verdict::Ping | Verdict::Ignored(_)) => return StatusCode::OK,
+        Ok(Verdict::Ping | Verdict::Ignored(_)) => return (StatusCode::OK, "ignored"),
         Err(Refusal::Unauthorized(why)) => {
             warn!(why, "Argo CD webhook refused");
-            return StatusCode::UNAUTHORIZED;
+            return (StatusCode::UNAUTHORIZED, "unauthorized");
         }
-        Err(Refusal::BadRequest(_)) => return StatusCode::BAD_REQUEST,
+        Err(Refusal::BadRequest(_)) => return (StatusCode::BAD_REQUEST, "bad_request"),
     }
     let Ok(pushed) = push::parse(&body) else {
-        return StatusCode::BAD_REQUEST;
+        return (StatusCode::BAD_REQUEST, "bad_request");
     };
     let requested = jiff::Timestamp::now().to_string();
     let nobody = |_: &str, _: &str, _: &str, _: &BTreeMap<String, String>| false;
     let n = refresh(
-        &ctx,
+        ctx,
         server.argo.scope.as_deref(),
         &pushed,
         &nobody,
@@ -299,7 +364,7 @@ async fn argo_cd(State(server): State<Server>, request: Request) -> StatusCode {
     )
     .await;
     info!(objects = n, "Argo CD webhook accepted");
-    StatusCode::OK
+    (StatusCode::OK, "accepted")
 }
 
 async fn receive(
@@ -307,18 +372,25 @@ async fn receive(
     Path(digest): Path<String>,
     request: Request,
 ) -> StatusCode {
-    let ctx = server.ctx;
-    // The path first: an unknown one costs nothing more.
-    let Some(r) = ctx.receivers.get(&format!("/hook/{digest}")) else {
+    // The path first: an unknown one costs nothing more (and is not counted: its label
+    // would be the caller's to choose).
+    let Some(r) = server.ctx.receivers.get(&format!("/hook/{digest}")) else {
         return StatusCode::NOT_FOUND;
     };
+    let (code, result) = judged(&server, &r, request).await;
+    server.count(format!("{}/{}", r.namespace, r.name), result);
+    code
+}
+
+async fn judged(server: &Server, r: &Registered, request: Request) -> (StatusCode, &'static str) {
+    let ctx = &server.ctx;
     if r.suspended {
-        return StatusCode::SERVICE_UNAVAILABLE;
+        return (StatusCode::SERVICE_UNAVAILABLE, "suspended");
     }
     let (parts, body) = request.into_parts();
-    let body = match axum::body::to_bytes(Body::new(body), BODY_LIMIT).await {
+    let (body, _turn) = match server.body(Body::new(body)).await {
         Ok(b) => b,
-        Err(_) => return StatusCode::PAYLOAD_TOO_LARGE,
+        Err(refused) => return refused,
     };
     let header = |name: &str| {
         parts
@@ -333,24 +405,24 @@ async fn receive(
                 Host::Github | Host::Gitlab | Host::Gitea | Host::Gogs | Host::Bitbucket => {
                     match push::parse(&body) {
                         Ok(p) => p,
-                        Err(_) => return StatusCode::BAD_REQUEST,
+                        Err(_) => return (StatusCode::BAD_REQUEST, "bad_request"),
                     }
                 }
                 _ => push::Push::default(),
             };
             let requested = jiff::Timestamp::now().to_string();
-            let n = trigger(&ctx, &r, &pushed, &requested).await;
+            let n = trigger(ctx, r, &pushed, &requested).await;
             info!(receiver = %format!("{}/{}", r.namespace, r.name), event = ?event, objects = n, "webhook accepted");
-            StatusCode::OK
+            (StatusCode::OK, "accepted")
         }
-        Ok(Verdict::Ping | Verdict::Ignored(_)) => StatusCode::OK,
+        Ok(Verdict::Ping | Verdict::Ignored(_)) => (StatusCode::OK, "ignored"),
         Err(refusal) => {
-            let (code, why) = match refusal {
-                Refusal::Unauthorized(why) => (StatusCode::UNAUTHORIZED, why),
-                Refusal::BadRequest(why) => (StatusCode::BAD_REQUEST, why),
+            let (code, result, why) = match refusal {
+                Refusal::Unauthorized(why) => (StatusCode::UNAUTHORIZED, "unauthorized", why),
+                Refusal::BadRequest(why) => (StatusCode::BAD_REQUEST, "bad_request", why),
             };
             warn!(receiver = %format!("{}/{}", r.namespace, r.name), why, "webhook refused");
-            if code == StatusCode::UNAUTHORIZED {
+            if code == StatusCode::UNAUTHORIZED && ctx.receivers.event_due(r) {
                 ctx.event(
                     r.receiver.as_ref(),
                     true,
@@ -359,7 +431,7 @@ async fn receive(
                 )
                 .await;
             }
-            code
+            (code, result)
         }
     }
 }
