@@ -473,3 +473,107 @@ async fn a_flood_of_forgeries_does_not_stop_a_valid_push() -> Result<()> {
     assert!(events.split_whitespace().count() <= 3, "{events}");
     Ok(())
 }
+
+fn hmac_hex<M: Mac + hmac::digest::KeyInit>(key: &str, body: &[u8]) -> String {
+    let mut mac = <M as hmac::digest::KeyInit>::new_from_slice(key.as_bytes()).expect("any key");
+    mac.update(body);
+    hex::encode(mac.finalize().into_bytes())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_hosts_documented_push_is_accepted_as_that_host_signs_it() -> Result<()> {
+    let git = GitServer::start()?;
+    let repo = git.repo("hosts")?;
+    let ns = skewer_e2e::namespace("hooks-hosts")?;
+    repo.write("apps/cm.yaml", &cm(&ns, "one"))?;
+    repo.commit("one")?;
+    let c = client().await;
+    let addr = format!("127.0.0.1:{}", free_port()?);
+    let _skewer = skewer_e2e::Skewer::start_with(&ns, &["--webhook-addr", &addr])?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: GitRepository\nmetadata: {{name: src, namespace: {ns}}}\nspec:\n  url: {}\n  interval: 1h\n  ref: {{branch: main}}\n",
+        repo.url
+    ))?;
+    let token = "per-host-secret-0123456789";
+    put_secret(&c, &ns, "t", &[("token", token)]).await?;
+    let fixtures = skewer_e2e::root().join("e2e/fixtures/webhooks");
+    let api: Api<skewer_agent::api::GitRepository> = Api::namespaced(c.clone(), &ns);
+    for host in [
+        "github",
+        "gitlab",
+        "gitea",
+        "gogs",
+        "bitbucket",
+        "harbor",
+        "dockerhub",
+        "quay",
+        "nexus",
+    ] {
+        kc_apply(&format!(
+            "apiVersion: skewer.dev/v1alpha1\nkind: Receiver\nmetadata: {{name: {host}, namespace: {ns}}}\nspec:\n  type: {host}\n  secretRef: {{name: t}}\n  resources: [{{kind: GitRepository, name: src}}]\n"
+        ))?;
+        let path = wait_path(&c, &ns, host).await?;
+        let body = std::fs::read_to_string(fixtures.join(format!("{host}.json")))?
+            .replace("{{URL}}", &repo.url);
+        let body = body.as_bytes();
+        let signed_with = |secret: &str| -> Vec<(&'static str, String)> {
+            let s256 = hmac_hex::<Hmac<Sha256>>(secret, body);
+            match host {
+                "github" => vec![
+                    ("X-GitHub-Event", "push".into()),
+                    ("X-Hub-Signature-256", format!("sha256={s256}")),
+                ],
+                "gitlab" => vec![
+                    ("X-Gitlab-Event", "Push Hook".into()),
+                    ("X-Gitlab-Token", secret.into()),
+                ],
+                "gitea" => vec![
+                    ("X-Gitea-Event", "push".into()),
+                    ("X-Gitea-Signature", s256),
+                ],
+                "gogs" => vec![("X-Gogs-Event", "push".into()), ("X-Gogs-Signature", s256)],
+                "bitbucket" => vec![
+                    ("X-Event-Key", "repo:refs_changed".into()),
+                    ("X-Hub-Signature", format!("sha256={s256}")),
+                ],
+                "harbor" => vec![("Authorization", secret.into())],
+                "nexus" => vec![(
+                    "X-Nexus-Webhook-Signature",
+                    hmac_hex::<Hmac<sha1::Sha1>>(secret, body),
+                )],
+                _ => Vec::new(),
+            }
+        };
+        let good = signed_with(token);
+        let good: Vec<(&str, &str)> = good.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let url = format!("http://{addr}{path}");
+        let before = api
+            .get("src")
+            .await?
+            .metadata
+            .annotations
+            .unwrap_or_default();
+        let sent = Instant::now();
+        assert_eq!(post(&url, &good, body)?, 200, "{host}");
+        let after = api
+            .get("src")
+            .await?
+            .metadata
+            .annotations
+            .unwrap_or_default();
+        let key = "skewer.dev/reconcile-requested-at";
+        assert_ne!(
+            before.get(key),
+            after.get(key),
+            "{host}: the source was asked to reconcile"
+        );
+        eprintln!("{host}: answered in {:?}", sent.elapsed());
+        // Signed (or carrying a token) of another secret: refused.
+        if !matches!(host, "dockerhub" | "quay") {
+            let forged = signed_with("another-secret-0123456789");
+            let forged: Vec<(&str, &str)> = forged.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            assert_eq!(post(&url, &forged, body)?, 401, "{host} forged");
+        }
+    }
+    Ok(())
+}
