@@ -25,6 +25,8 @@ pub struct Sync<'a, K> {
     owner: &'a str,
     recorded: Mutex<Option<Inventory>>,
     heal: bool,
+    /// Apply every object, even those applied as planned before (a reconcile request).
+    full: bool,
 }
 
 impl<'a, K: Reconciled> Sync<'a, K> {
@@ -36,7 +38,13 @@ impl<'a, K: Reconciled> Sync<'a, K> {
             owner,
             recorded: Mutex::new(None),
             heal: true,
+            full: false,
         }
+    }
+
+    /// Every planned object is applied, even those applied exactly so before.
+    pub fn in_full(self, full: bool) -> Self {
+        Self { full, ..self }
     }
 
     /// Drift of what this sync applies is recorded and announced, not repaired.
@@ -98,17 +106,28 @@ impl<K: Reconciled> SyncHooks for Sync<'_, K> {
         Ok(())
     }
 
-    fn applying(&self, plan: &Plan, opts: &Arc<ApplyOptions>) {
+    fn applying(&self, plan: &Plan, opts: &Arc<ApplyOptions>) -> BTreeSet<ObjectId> {
         let planned = || plan.stages.iter().flatten();
-        {
+        let unchanged = {
             let mut index = self.ctx.drift.lock();
-            index.begin(self.owner, &self.target.key, opts.clone(), planned());
+            let key = &self.target.key;
+            let unchanged = if self.full {
+                BTreeSet::new()
+            } else {
+                index.unchanged(self.owner, key, planned(), self.ctx.settings.full_sync)
+            };
+            index.begin(self.owner, key, opts.clone(), planned());
             if !self.heal {
                 index.leave_drift(self.owner);
             }
-        }
+            unchanged
+        };
         drift::watch::ensure(self.ctx, self.target, planned());
-        self.ctx.metrics.objects_applied.inc_by(plan.len() as u64);
+        self.ctx
+            .metrics
+            .objects_applied
+            .inc_by(plan.len().saturating_sub(unchanged.len()) as u64);
+        unchanged
     }
 
     fn applied(&self, outcomes: &[Outcome]) {

@@ -198,13 +198,21 @@ impl Applier {
     /// Applies a plan stage by stage. A stage with an error stops the stages after it, unless
     /// every error of the stage is Forbidden (the identity lacks that right; waiting would not
     /// give it): then the later stages are applied and the refusals reported at the end.
-    pub async fn apply(&self, plan: &Plan, opts: &ApplyOptions) -> Result<Vec<Outcome>, Partial> {
+    pub async fn apply(
+        &self,
+        plan: &Plan,
+        opts: &ApplyOptions,
+        skip: &std::collections::BTreeSet<ObjectId>,
+    ) -> Result<Vec<Outcome>, Partial> {
         let mut outcomes = Vec::with_capacity(plan.len());
         let mut refused = Vec::new();
         for (i, stage) in plan.stages.iter().enumerate() {
+            let todo: Vec<usize> = (0..stage.len())
+                .filter(|&j| skip.is_empty() || !skip.contains(&stage[j].manifest.id()))
+                .collect();
             // Indices, not `&Planned`: a closure over borrowed items makes the future not
             // provably Send for every lifetime (rust-lang/rust#102211).
-            let results: Vec<Result<Outcome, ApplyError>> = stream::iter(0..stage.len())
+            let results: Vec<Result<Outcome, ApplyError>> = stream::iter(todo)
                 .map(|i| self.apply_one(&stage[i], opts))
                 .buffer_unordered(opts.concurrency.max(1))
                 .collect()

@@ -141,6 +141,8 @@ pub struct SyncReport {
     pub pruned: Vec<ObjectId>,
     /// Stale objects deliberately left alone, with why.
     pub prune_skipped: Vec<(ObjectId, String)>,
+    /// Planned objects not sent: applied before exactly so, and unchanged since.
+    pub unchanged: usize,
     pub health: Option<HealthReport>,
     pub error: Option<SyncError>,
     /// Milliseconds spent in each step, for the log.
@@ -163,10 +165,12 @@ pub trait Cluster: Sync {
         manifests: Vec<Manifest>,
         opts: &ApplyOptions,
     ) -> impl Future<Output = Result<Plan, ApplyError>> + Send;
+    /// Applies the plan, but for the objects in `skip` (applied before exactly so).
     fn apply(
         &self,
         plan: &Plan,
         opts: &ApplyOptions,
+        skip: &BTreeSet<ObjectId>,
     ) -> impl Future<Output = Result<Vec<Outcome>, Partial>> + Send;
     fn prune(
         &self,
@@ -190,8 +194,13 @@ impl Cluster for Applier {
         Applier::plan(self, manifests, opts).await
     }
 
-    async fn apply(&self, plan: &Plan, opts: &ApplyOptions) -> Result<Vec<Outcome>, Partial> {
-        Applier::apply(self, plan, opts).await
+    async fn apply(
+        &self,
+        plan: &Plan,
+        opts: &ApplyOptions,
+        skip: &BTreeSet<ObjectId>,
+    ) -> Result<Vec<Outcome>, Partial> {
+        Applier::apply(self, plan, opts, skip).await
     }
 
     async fn prune(
@@ -233,7 +242,9 @@ pub trait SyncHooks: Sync {
     /// before anything is applied. An error stops the sync with nothing applied.
     fn record(&self, widened: &Inventory) -> impl Future<Output = Result<(), String>> + Send;
     /// The plan is about to be applied with `opts` (drift detection starts tracking it).
-    fn applying(&self, plan: &Plan, opts: &Arc<ApplyOptions>);
+    /// Returns the planned objects that need no apply: applied before exactly as planned and
+    /// unchanged since.
+    fn applying(&self, plan: &Plan, opts: &Arc<ApplyOptions>) -> BTreeSet<ObjectId>;
     /// What each apply left (every object applied, or those applied before or beside a
     /// failure).
     fn applied(&self, outcomes: &[Outcome]);
@@ -251,7 +262,9 @@ impl SyncHooks for Untracked {
         Ok(())
     }
 
-    fn applying(&self, _: &Plan, _: &Arc<ApplyOptions>) {}
+    fn applying(&self, _: &Plan, _: &Arc<ApplyOptions>) -> BTreeSet<ObjectId> {
+        BTreeSet::new()
+    }
 
     fn applied(&self, _: &[Outcome]) {}
 }
@@ -329,8 +342,9 @@ pub async fn run(
     report.inventory = widened.clone();
     phases.mark("inventory");
 
-    hooks.applying(&plan, &opts);
-    match cluster.apply(&plan, &opts).await {
+    let unchanged = hooks.applying(&plan, &opts);
+    report.unchanged = unchanged.len();
+    match cluster.apply(&plan, &opts, &unchanged).await {
         Ok(outcomes) => {
             hooks.applied(&outcomes);
             report.applied = outcomes;
@@ -568,7 +582,12 @@ mod tests {
             })
         }
 
-        async fn apply(&self, plan: &Plan, _: &ApplyOptions) -> Result<Vec<Outcome>, Partial> {
+        async fn apply(
+            &self,
+            plan: &Plan,
+            _: &ApplyOptions,
+            _: &BTreeSet<ObjectId>,
+        ) -> Result<Vec<Outcome>, Partial> {
             let mut outcomes = Vec::new();
             for stage in &plan.stages {
                 let mut errors = Vec::new();
@@ -673,7 +692,9 @@ mod tests {
             Ok(())
         }
 
-        fn applying(&self, _: &Plan, _: &Arc<ApplyOptions>) {}
+        fn applying(&self, _: &Plan, _: &Arc<ApplyOptions>) -> BTreeSet<ObjectId> {
+            BTreeSet::new()
+        }
 
         fn applied(&self, outcomes: &[Outcome]) {
             let mut applied = self.applied.lock().unwrap();

@@ -3,6 +3,7 @@
 //! own namespace so tests run in parallel without seeing each other.
 
 pub mod git;
+pub mod hooks;
 pub mod measure;
 pub mod objects;
 pub mod proxy;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use common::*;
-use hmac::{Hmac, Mac};
+use hmac::Hmac;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use sha2::Sha256;
@@ -30,9 +30,7 @@ fn github_push(url: &str, commit: &str) -> String {
 }
 
 fn sign(token: &str, body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(token.as_bytes()).expect("any key length");
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+    skewer_e2e::hooks::github_signature(token, body)
 }
 
 /// POSTs `body` with `headers` to `url`; returns the status code.
@@ -78,23 +76,51 @@ fn cm(ns: &str, value: &str) -> String {
     )
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_signed_push_is_applied_within_a_second_and_forgeries_are_refused() -> Result<()> {
+/// A repository with one ConfigMap, skewer serving webhooks, a GitRepository `src` and a
+/// Kustomization `app` of it (every interval an hour: polling explains nothing), applied.
+struct Hooked {
+    /// Kept running for the test's life.
+    _git: GitServer,
+    repo: skewer_e2e::Repo,
+    ns: String,
+    c: kube::Client,
+    addr: String,
+    first: String,
+    _skewer: skewer_e2e::Skewer,
+}
+
+async fn hooked(prefix: &str, extra: &[&str]) -> Result<Hooked> {
     let git = GitServer::start()?;
-    let repo = git.repo("platform")?;
-    let ns = skewer_e2e::namespace("hooks")?;
+    let repo = git.repo(prefix)?;
+    let ns = skewer_e2e::namespace(prefix)?;
     repo.write("apps/cm.yaml", &cm(&ns, "one"))?;
     let first = repo.commit("one")?;
     let c = client().await;
-    let port = free_port()?;
-    let addr = format!("127.0.0.1:{port}");
-    let _skewer = skewer_e2e::Skewer::start_with(&ns, &["--webhook-addr", &addr])?;
-    // Polling cannot explain what follows: every interval is an hour.
+    let addr = format!("127.0.0.1:{}", free_port()?);
+    let mut flags = vec!["--webhook-addr", addr.as_str()];
+    flags.extend(extra);
+    let skewer = skewer_e2e::Skewer::start_with(&ns, &flags)?;
     kc_apply(&format!(
         "apiVersion: skewer.dev/v1alpha1\nkind: GitRepository\nmetadata: {{name: src, namespace: {ns}}}\nspec:\n  url: {}\n  interval: 1h\n  ref: {{branch: main}}\n",
         repo.url
     ))?;
     kustomization(&ns, "app", "src", "./apps", "  interval: 1h\n")?;
+    wait_applied(&c, &ns, "app", &first).await?;
+    Ok(Hooked {
+        _git: git,
+        repo,
+        ns,
+        c,
+        addr,
+        first,
+        _skewer: skewer,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signed_push_is_applied_within_a_second_and_forgeries_are_refused() -> Result<()> {
+    let h = hooked("hooks", &[]).await?;
+    let (repo, ns, c, addr, first) = (&h.repo, &h.ns, &h.c, &h.addr, &h.first);
     // Another source of the same repository, named by no Receiver: a push reaches it too.
     kc_apply(&format!(
         "apiVersion: skewer.dev/v1alpha1\nkind: GitRepository\nmetadata: {{name: same-repo, namespace: {ns}}}\nspec:\n  url: {}\n  interval: 1h\n  ref: {{branch: main}}\n",
@@ -380,47 +406,12 @@ async fn argo_cds_endpoint_refreshes_the_applications_of_the_pushed_repository()
     Ok(())
 }
 
-/// One raw HTTP/1.1 POST on loopback (no client library: a thousand at once must stay cheap);
-/// the status code, or 0 when the connection failed.
-async fn raw_post(addr: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> u16 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
-        return 0;
-    };
-    let mut req = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    if s.write_all(req.as_bytes()).await.is_err() || s.write_all(body).await.is_err() {
-        return 0;
-    }
-    let mut head = [0u8; 12];
-    if s.read_exact(&mut head).await.is_err() {
-        return 0;
-    }
-    String::from_utf8_lossy(&head[9..12]).parse().unwrap_or(0)
-}
+use skewer_e2e::hooks::raw_post;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_flood_of_forgeries_does_not_stop_a_valid_push() -> Result<()> {
-    let git = GitServer::start()?;
-    let repo = git.repo("flood")?;
-    let ns = skewer_e2e::namespace("hooks-flood")?;
-    repo.write("apps/cm.yaml", &cm(&ns, "one"))?;
-    let first = repo.commit("one")?;
-    let c = client().await;
-    let addr = format!("127.0.0.1:{}", free_port()?);
-    let _skewer = skewer_e2e::Skewer::start_with(&ns, &["--webhook-addr", &addr])?;
-    kc_apply(&format!(
-        "apiVersion: skewer.dev/v1alpha1\nkind: GitRepository\nmetadata: {{name: src, namespace: {ns}}}\nspec:\n  url: {}\n  interval: 1h\n  ref: {{branch: main}}\n",
-        repo.url
-    ))?;
-    kustomization(&ns, "app", "src", "./apps", "  interval: 1h\n")?;
-    wait_applied(&c, &ns, "app", &first).await?;
+    let h = hooked("hooks-flood", &[]).await?;
+    let (repo, ns, c, addr) = (&h.repo, &h.ns, &h.c, &h.addr);
     let token = "flood-secret-0123456789";
     put_secret(&c, &ns, "t", &[("token", token)]).await?;
     kc_apply(&format!(
@@ -474,11 +465,7 @@ async fn a_flood_of_forgeries_does_not_stop_a_valid_push() -> Result<()> {
     Ok(())
 }
 
-fn hmac_hex<M: Mac + hmac::digest::KeyInit>(key: &str, body: &[u8]) -> String {
-    let mut mac = <M as hmac::digest::KeyInit>::new_from_slice(key.as_bytes()).expect("any key");
-    mac.update(body);
-    hex::encode(mac.finalize().into_bytes())
-}
+use skewer_e2e::hooks::hmac_hex;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn each_hosts_documented_push_is_accepted_as_that_host_signs_it() -> Result<()> {

@@ -70,13 +70,20 @@ impl Index {
         for p in planned {
             let id = p.manifest.id();
             ids.insert(id.clone());
+            let key = (target.clone(), id);
+            // An object applied before exactly as planned, and not drifted since, keeps what
+            // its apply left: it may not be applied again (see [`Index::unchanged`]).
+            let kept = match self.objects.get(&key) {
+                Some(d) if self.settled(owner, &key, d, p) => (d.seen, d.applied_at),
+                _ => (None, None),
+            };
             self.objects.insert(
-                (target.clone(), id),
+                key,
                 Desired {
                     planned: Arc::new(p.clone()),
                     owner: owner.into(),
-                    seen: None,
-                    applied_at: None,
+                    seen: kept.0,
+                    applied_at: kept.1,
                 },
             );
         }
@@ -96,6 +103,41 @@ impl Index {
                 }
             }
         }
+    }
+
+    /// Whether `d` (the entry of `key`) was applied by `owner` exactly as `p` plans it, and has
+    /// not drifted since.
+    fn settled(&self, owner: &str, key: &Key, d: &Desired, p: &Planned) -> bool {
+        d.owner == owner
+            && d.seen.is_some()
+            && d.planned.manifest.object == p.manifest.object
+            && !self
+                .owners
+                .get(owner)
+                .is_some_and(|o| o.drifted.contains(&key.1))
+    }
+
+    /// Of `planned`, the objects `owner` applied before exactly as planned, through the same
+    /// target, within `max_age` (when given), that have not drifted since: applying them again
+    /// would change nothing. Call before [`Index::begin`].
+    pub fn unchanged<'a>(
+        &self,
+        owner: &str,
+        target: &TargetKey,
+        planned: impl IntoIterator<Item = &'a Planned>,
+        max_age: Option<Duration>,
+    ) -> std::collections::BTreeSet<ObjectId> {
+        planned
+            .into_iter()
+            .filter_map(|p| {
+                let key = (target.clone(), p.manifest.id());
+                let d = self.objects.get(&key)?;
+                let fresh = d
+                    .applied_at
+                    .is_some_and(|at| max_age.is_none_or(|m| at.elapsed() < m));
+                (fresh && self.settled(owner, &key, d, p)).then_some(key.1)
+            })
+            .collect()
     }
 
     /// Records what an apply on `target` left.
@@ -275,6 +317,51 @@ mod tests {
     use skewer_appliers::Manifest;
     use skewer_appliers::resources::Resolved;
     use skewer_appliers::transform::{Owner, Transform};
+
+    #[test]
+    fn objects_applied_as_planned_and_not_drifted_need_no_apply() {
+        let mut idx = Index::default();
+        let (a, b) = (planned("a"), planned("b"));
+        assert!(
+            idx.unchanged(OWNER, &HUB, [&a, &b], None).is_empty(),
+            "never applied"
+        );
+        idx.begin(OWNER, &HUB, opts(), [&a, &b]);
+        idx.applied(&HUB, &a.manifest.id(), Some(S1));
+        // b's apply failed: it stays pending.
+        let unchanged = idx.unchanged(OWNER, &HUB, [&a, &b], None);
+        assert_eq!(unchanged.into_iter().collect::<Vec<_>>(), [a.manifest.id()]);
+        // Beginning again keeps a as applied, so it is still judged against what was applied.
+        idx.begin(OWNER, &HUB, opts(), [&a, &b]);
+        assert_eq!(idx.unchanged(OWNER, &HUB, [&a], None).len(), 1);
+        assert!(
+            idx.unchanged(OWNER, &HUB, [&a], Some(Duration::ZERO))
+                .is_empty(),
+            "too old"
+        );
+        assert!(
+            idx.unchanged(OWNER, &spoke(), [&a], None).is_empty(),
+            "another target"
+        );
+        assert!(
+            idx.unchanged("Kustomization/ns/other", &HUB, [&a], None)
+                .is_empty()
+        );
+        // A changed manifest is applied.
+        let mut changed = a.clone();
+        changed.manifest.object["data"] = serde_json::json!({"k": "v"});
+        assert!(idx.unchanged(OWNER, &HUB, [&changed], None).is_empty());
+        // Drift makes it pending (healed), or recorded (left): either way applied again.
+        assert!(idx.observe(&HUB, &a.manifest.id(), None).is_some());
+        assert!(idx.unchanged(OWNER, &HUB, [&a], None).is_empty());
+        idx.applied(&HUB, &a.manifest.id(), Some(S1));
+        idx.leave_drift(OWNER);
+        assert!(idx.observe(&HUB, &a.manifest.id(), None).is_none());
+        assert!(
+            idx.unchanged(OWNER, &HUB, [&a], None).is_empty(),
+            "drift left is re-applied on sync"
+        );
+    }
 
     #[test]
     fn drift_of_an_owner_that_leaves_it_is_recorded_not_healed() {

@@ -292,6 +292,17 @@ fn argo_host(header: &dyn Fn(&str) -> Option<String>) -> Option<(Host, &'static 
     }
 }
 
+/// Looks a request's header up by its lower-case name.
+fn header_of(parts: &axum::http::request::Parts) -> impl Fn(&str) -> Option<String> + '_ {
+    |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    }
+}
+
 /// Argo CD's endpoint: the host told by its headers, its secret from Argo CD's Secret, and the
 /// Applications and GitRepositories of the pushed repository and ref refreshed. A host without
 /// a secret is refused (Argo CD would take its requests unverified).
@@ -312,13 +323,7 @@ async fn argo_cd_judged(
 ) -> (StatusCode, &'static str) {
     let ctx = &server.ctx;
     let (parts, body) = request.into_parts();
-    let header = |name: &str| {
-        parts
-            .headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-    };
+    let header = header_of(&parts);
     let Some((host, key)) = argo_host(&header) else {
         return (StatusCode::BAD_REQUEST, "bad_request");
     };
@@ -392,13 +397,7 @@ async fn judged(server: &Server, r: &Registered, request: Request) -> (StatusCod
         Ok(b) => b,
         Err(refused) => return refused,
     };
-    let header = |name: &str| {
-        parts
-            .headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-    };
+    let header = header_of(&parts);
     match verify::verify(r.host, &r.token, header, &body, &r.events) {
         Ok(Verdict::Accept(event)) => {
             let pushed = match r.host {

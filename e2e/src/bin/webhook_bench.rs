@@ -13,14 +13,11 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
-use hmac::{Hmac, Mac};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use sha2::Sha256;
 use skewer_e2e::git::free_port;
 use skewer_e2e::measure::{arg, ms};
 use skewer_e2e::{GitServer, Skewer, client, hub, kc_apply, namespace};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn files(ns: &str, objects: usize, changed: usize) -> Vec<(String, String)> {
     let per_file = 100;
@@ -37,33 +34,7 @@ fn files(ns: &str, objects: usize, changed: usize) -> Vec<(String, String)> {
         .collect()
 }
 
-fn sign(token: &str, body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(token.as_bytes()).expect("any key length");
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
-}
-
-async fn post(addr: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> u16 {
-    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
-        return 0;
-    };
-    let mut req = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    if s.write_all(req.as_bytes()).await.is_err() || s.write_all(body).await.is_err() {
-        return 0;
-    }
-    let mut head = [0u8; 12];
-    if s.read_exact(&mut head).await.is_err() {
-        return 0;
-    }
-    String::from_utf8_lossy(&head[9..12]).parse().unwrap_or(0)
-}
+use skewer_e2e::hooks::{github_signature as sign, raw_post as post};
 
 async fn value(api: &Api<ConfigMap>) -> Option<String> {
     api.get_opt("cm-0000")

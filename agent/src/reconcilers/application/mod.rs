@@ -385,6 +385,7 @@ async fn reconcile_app(
             &mut resources,
             &revision,
             retries,
+            asked || refresh,
         )
         .await;
         if op.phase == "Running" {
@@ -538,6 +539,7 @@ async fn sync_once(
     resources: &mut Vec<ResourceStatus>,
     revision: &str,
     retries: i64,
+    full: bool,
 ) -> OperationState {
     let started_at = now();
     let generation = app.meta().generation;
@@ -586,7 +588,7 @@ async fn sync_once(
         scope: target.scope.clone(),
     };
     let heals = spec.automated.is_some_and(|a| a.self_heal);
-    let sync = Sync::new(ctx, target, app, &owner);
+    let sync = Sync::new(ctx, target, app, &owner).in_full(full);
     let sync = if heals { sync } else { sync.leaving_drift() };
     let before = from_status(status.inventory.as_ref());
     let report = sync.run(request).await;

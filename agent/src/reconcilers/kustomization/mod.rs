@@ -173,7 +173,8 @@ async fn apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, Erro
     };
     let _in_flight = InFlight::start(&ctx.metrics.reconciles_in_flight);
     let deadline = deadline_after(timeout);
-    let sync = Sync::new(&ctx, &target, ks.as_ref(), &owner);
+    // A reconcile request applies every object, even those applied exactly so before.
+    let sync = Sync::new(&ctx, &target, ks.as_ref(), &owner).in_full(session.requested);
     // Health checks end at the deadline with a message naming what is unhealthy; this bound,
     // a little later, only catches a stuck API call.
     let bound = timeout.saturating_add(Duration::from_secs(5));
@@ -294,7 +295,7 @@ async fn reconcile_sync(
         }
         return Err(failure);
     }
-    info!(objects = report.planned, artifact_ms, phases = %report.phases, "synced {revision}");
+    info!(objects = report.planned, unchanged = report.unchanged, artifact_ms, phases = %report.phases, "synced {revision}");
     status.last_applied_revision = Some(revision.clone());
     ctx.drift
         .lock()
