@@ -120,7 +120,8 @@ async fn hooked(prefix: &str, extra: &[&str]) -> Result<Hooked> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_signed_push_is_applied_within_a_second_and_forgeries_are_refused() -> Result<()> {
     let h = hooked("hooks", &[]).await?;
-    let (repo, ns, c, addr, first) = (&h.repo, &h.ns, &h.c, &h.addr, &h.first);
+    let repo = &h.repo;
+    let (ns, c, addr, first) = (h.ns.clone(), h.c.clone(), h.addr.clone(), h.first.clone());
     // Another source of the same repository, named by no Receiver: a push reaches it too.
     kc_apply(&format!(
         "apiVersion: skewer.dev/v1alpha1\nkind: GitRepository\nmetadata: {{name: same-repo, namespace: {ns}}}\nspec:\n  url: {}\n  interval: 1h\n  ref: {{branch: main}}\n",
@@ -411,7 +412,8 @@ use skewer_e2e::hooks::raw_post;
 #[tokio::test(flavor = "multi_thread")]
 async fn a_flood_of_forgeries_does_not_stop_a_valid_push() -> Result<()> {
     let h = hooked("hooks-flood", &[]).await?;
-    let (repo, ns, c, addr) = (&h.repo, &h.ns, &h.c, &h.addr);
+    let repo = &h.repo;
+    let (ns, c, addr) = (h.ns.clone(), h.c.clone(), h.addr.clone());
     let token = "flood-secret-0123456789";
     put_secret(&c, &ns, "t", &[("token", token)]).await?;
     kc_apply(&format!(
