@@ -56,48 +56,27 @@ fn short_revision(r: &str) -> String {
 
 /// The rows as an aligned table; `namespaces` adds their column.
 pub fn table(rows: &[AppRow], namespaces: bool) -> String {
-    let mut lines: Vec<Vec<String>> = vec![
-        ["NAMESPACE", "NAME", "SYNC", "HEALTH", "REVISION", "MESSAGE"]
-            .map(String::from)
-            .to_vec(),
-    ];
-    for r in rows {
-        let message: String = r.message.chars().take(80).collect();
-        lines.push(vec![
-            r.namespace.clone(),
-            r.name.clone(),
-            r.sync.clone(),
-            r.health.clone(),
-            r.revision.clone(),
-            message,
-        ]);
-    }
+    let mut header = vec!["NAMESPACE", "NAME", "SYNC", "HEALTH", "REVISION", "MESSAGE"];
+    let mut lines: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.namespace.clone(),
+                r.name.clone(),
+                r.sync.clone(),
+                r.health.clone(),
+                r.revision.clone(),
+                crate::get::short(&r.message),
+            ]
+        })
+        .collect();
     if !namespaces {
+        header.remove(0);
         for l in &mut lines {
             l.remove(0);
         }
     }
-    let columns = lines.first().map_or(0, Vec::len);
-    let widths: Vec<usize> = (0..columns)
-        .map(|i| {
-            lines
-                .iter()
-                .map(|l| l[i].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for l in &lines {
-        let cells: Vec<String> = l
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
-    }
-    out
+    crate::get::aligned(&header, lines)
 }
 
 /// The Applications of `namespace` (every namespace when `None`), sorted.

@@ -10,6 +10,7 @@ pub mod artifacts;
 pub mod build;
 pub mod clusters;
 pub mod drift;
+pub mod get;
 pub mod http;
 pub mod leader;
 pub mod manifests;

@@ -190,6 +190,15 @@ fn created_default() -> Result<String> {
 
 #[derive(Subcommand)]
 enum Get {
+    /// Kustomizations: ready, applied revision, age, and why they are not Ready.
+    #[command(alias = "ks", alias = "kustomization")]
+    Kustomizations(ListArgs),
+    /// GitRepositories and OCIRepositories: ready, stored revision, age, message.
+    #[command(alias = "source")]
+    Sources(ListArgs),
+    /// Receivers: ready, webhook path, age, message.
+    #[command(alias = "receiver")]
+    Receivers(ListArgs),
     /// Applications: sync status, health, revision, and why they are not Ready.
     #[command(alias = "apps", alias = "app", alias = "application")]
     Applications {
@@ -218,6 +227,18 @@ enum Get {
         #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+}
+
+/// Which objects `get` lists, and how it prints them.
+#[derive(Args)]
+struct ListArgs {
+    #[arg(long, short = 'n', default_value = "default")]
+    namespace: String,
+    /// Every namespace.
+    #[arg(long, short = 'A')]
+    all_namespaces: bool,
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
+    output: Output,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -300,6 +321,38 @@ struct RunArgs {
     metrics_addr: std::net::SocketAddr,
 }
 
+/// What `get` lists with [`get_rows`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Listed {
+    Kustomizations,
+    Sources,
+    Receivers,
+}
+
+/// Prints the objects `which` names as `args` asks.
+async fn get_rows(which: Listed, args: &ListArgs) -> Result<()> {
+    let client = hub_client().await?;
+    let namespace = (!args.all_namespaces).then_some(args.namespace.as_str());
+    let rows = match which {
+        Listed::Kustomizations => skewer_agent::get::kustomizations(&client, namespace).await,
+        Listed::Sources => skewer_agent::get::sources(&client, namespace).await,
+        Listed::Receivers => skewer_agent::get::receivers(&client, namespace).await,
+    }
+    .context("listing")?;
+    match args.output {
+        Output::Table => {
+            let kinds = which == Listed::Sources;
+            print!(
+                "{}",
+                skewer_agent::get::table(&rows, args.all_namespaces, kinds)
+            );
+        }
+        Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+        Output::Yaml => print!("{}", serde_saphyr::to_string(&rows)?),
+    }
+    Ok(())
+}
+
 /// A client of the hub from KUBECONFIG (or in-cluster), for the commands that read it.
 async fn hub_client() -> Result<kube::Client> {
     let config = kube::Config::infer()
@@ -349,6 +402,15 @@ async fn main() -> Result<()> {
             print!("{yaml}");
             Ok(())
         }
+        Command::Get {
+            what: Get::Kustomizations(args),
+        } => get_rows(Listed::Kustomizations, &args).await,
+        Command::Get {
+            what: Get::Sources(args),
+        } => get_rows(Listed::Sources, &args).await,
+        Command::Get {
+            what: Get::Receivers(args),
+        } => get_rows(Listed::Receivers, &args).await,
         Command::Get {
             what:
                 Get::Applications {

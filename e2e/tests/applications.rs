@@ -220,16 +220,7 @@ async fn without_automation_changes_wait_for_a_sync_and_drift_is_shown_not_heale
     );
 
     // `skewer sync --wait`, as a person would type it.
-    let cli = |args: &[&str]| -> Result<String> {
-        let out = std::process::Command::new(skewer_e2e::skewer_bin())
-            .env("KUBECONFIG", skewer_e2e::hub())
-            .args(args)
-            .output()?;
-        if !out.status.success() {
-            bail!("skewer {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        Ok(String::from_utf8(out.stdout)?)
-    };
+    let cli = skewer_cli;
     let sync =
         |_: &str| -> Result<String> { cli(&["sync", "app/manual", "-n", &ns, "--wait", "30s"]) };
     let line = sync("1")?;

@@ -267,6 +267,21 @@ async fn a_signed_push_is_applied_within_a_second_and_forgeries_are_refused() ->
         400,
         "a signed but malformed body"
     );
+    // What a person sees.
+    let ks = skewer_cli(&["get", "kustomizations", "-n", &ns])?;
+    let line = ks.lines().nth(1).unwrap_or_default();
+    assert!(
+        line.starts_with("app") && line.contains("True") && line.contains(&second),
+        "{ks}"
+    );
+    let sources = skewer_cli(&["get", "sources", "-n", &ns])?;
+    assert!(
+        sources.starts_with("KIND") && sources.contains("GitRepository  same-repo"),
+        "{sources}"
+    );
+    let receivers = skewer_cli(&["get", "receivers", "-n", &ns])?;
+    assert!(receivers.contains("/hook/"), "{receivers}");
+
     let api: Api<skewer_agent::api::GitRepository> = Api::namespaced(c.clone(), &ns);
     let annotation = |g: skewer_agent::api::GitRepository| {
         g.metadata

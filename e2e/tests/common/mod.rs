@@ -297,3 +297,15 @@ pub async fn wait_source_condition_of<S: Source>(
     )
     .await
 }
+
+/// Runs the `skewer` command line against the hub; its standard output, or its error.
+pub fn skewer_cli(args: &[&str]) -> Result<String> {
+    let out = std::process::Command::new(skewer_e2e::skewer_bin())
+        .env("KUBECONFIG", hub())
+        .args(args)
+        .output()?;
+    if !out.status.success() {
+        anyhow::bail!("skewer {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8(out.stdout)?)
+}
