@@ -201,14 +201,7 @@ enum Get {
     Receivers(ListArgs),
     /// Applications: sync status, health, revision, and why they are not Ready.
     #[command(alias = "apps", alias = "app", alias = "application")]
-    Applications {
-        #[arg(long, short = 'n', default_value = "default")]
-        namespace: String,
-        #[arg(long, short = 'A')]
-        all_namespaces: bool,
-        #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
-        output: Output,
-    },
+    Applications(ListArgs),
     /// The hub and every registered cluster: server, version, reachable, how many
     /// Kustomizations target it, last error.
     Clusters {
@@ -412,20 +405,17 @@ async fn main() -> Result<()> {
             what: Get::Receivers(args),
         } => get_rows(Listed::Receivers, &args).await,
         Command::Get {
-            what:
-                Get::Applications {
-                    namespace,
-                    all_namespaces,
-                    output,
-                },
+            what: Get::Applications(args),
         } => {
             let client = hub_client().await?;
-            let namespace = (!all_namespaces).then_some(namespace.as_str());
+            let namespace = (!args.all_namespaces).then_some(args.namespace.as_str());
             let rows = skewer_agent::apps::list(&client, namespace)
                 .await
                 .context("listing Applications")?;
-            match output {
-                Output::Table => print!("{}", skewer_agent::apps::table(&rows, all_namespaces)),
+            match args.output {
+                Output::Table => {
+                    print!("{}", skewer_agent::apps::table(&rows, args.all_namespaces))
+                }
                 Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
                 Output::Yaml => print!("{}", serde_saphyr::to_string(&rows)?),
             }
