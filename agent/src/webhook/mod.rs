@@ -39,17 +39,25 @@ crate::reconciled!(Receiver, ReceiverStatus);
 /// Flux's default limit on a request body.
 pub const BODY_LIMIT: usize = 3 << 20;
 
-/// What the server needs of a Receiver.
+/// What the server needs of a Receiver: the object as last reconciled, its host and secret.
 #[derive(Clone)]
 struct Registered {
     namespace: String,
     name: String,
     host: Host,
     token: Vec<u8>,
-    events: Vec<String>,
-    resources: Vec<ResourceReference>,
-    suspended: bool,
     receiver: Arc<Receiver>,
+}
+
+impl Registered {
+    /// `namespace/name`, for logs and metrics.
+    fn id(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    fn resources(&self) -> &[ResourceReference] {
+        &self.receiver.spec.resources
+    }
 }
 
 /// The registered Receivers, by webhook path.
@@ -177,9 +185,6 @@ async fn register(rcv: &Arc<Receiver>, ctx: &Context) -> Result<(String, Done), 
             name,
             host,
             token,
-            events: spec.events.clone(),
-            resources: spec.resources.clone(),
-            suspended: spec.suspend,
             receiver: rcv.clone(),
         },
     );
@@ -383,13 +388,13 @@ async fn receive(
         return StatusCode::NOT_FOUND;
     };
     let (code, result) = judged(&server, &r, request).await;
-    server.count(format!("{}/{}", r.namespace, r.name), result);
+    server.count(r.id(), result);
     code
 }
 
 async fn judged(server: &Server, r: &Registered, request: Request) -> (StatusCode, &'static str) {
     let ctx = &server.ctx;
-    if r.suspended {
+    if r.receiver.spec.suspend {
         return (StatusCode::SERVICE_UNAVAILABLE, "suspended");
     }
     let (parts, body) = request.into_parts();
@@ -398,7 +403,7 @@ async fn judged(server: &Server, r: &Registered, request: Request) -> (StatusCod
         Err(refused) => return refused,
     };
     let header = header_of(&parts);
-    match verify::verify(r.host, &r.token, header, &body, &r.events) {
+    match verify::verify(r.host, &r.token, header, &body, &r.receiver.spec.events) {
         Ok(Verdict::Accept(event)) => {
             let pushed = match r.host {
                 Host::Github | Host::Gitlab | Host::Gitea | Host::Gogs | Host::Bitbucket => {
@@ -411,7 +416,7 @@ async fn judged(server: &Server, r: &Registered, request: Request) -> (StatusCod
             };
             let requested = jiff::Timestamp::now().to_string();
             let n = trigger(ctx, r, &pushed, &requested).await;
-            info!(receiver = %format!("{}/{}", r.namespace, r.name), event = ?event, objects = n, "webhook accepted");
+            info!(receiver = %r.id(), event = ?event, objects = n, "webhook accepted");
             (StatusCode::OK, "accepted")
         }
         Ok(Verdict::Ping | Verdict::Ignored(_)) => (StatusCode::OK, "ignored"),
@@ -420,7 +425,7 @@ async fn judged(server: &Server, r: &Registered, request: Request) -> (StatusCod
                 Refusal::Unauthorized(why) => (StatusCode::UNAUTHORIZED, "unauthorized", why),
                 Refusal::BadRequest(why) => (StatusCode::BAD_REQUEST, "bad_request", why),
             };
-            warn!(receiver = %format!("{}/{}", r.namespace, r.name), why, "webhook refused");
+            warn!(receiver = %r.id(), why, "webhook refused");
             if code == StatusCode::UNAUTHORIZED && ctx.receivers.event_due(r) {
                 ctx.event(
                     r.receiver.as_ref(),
@@ -440,7 +445,7 @@ async fn judged(server: &Server, r: &Registered, request: Request) -> (StatusCod
 /// the push did not move are left alone. Returns how many were asked.
 async fn trigger(ctx: &Context, r: &Registered, pushed: &push::Push, requested: &str) -> usize {
     let listed = |kind: &str, name: &str, ns: &str, labels: &BTreeMap<String, String>| {
-        r.resources.iter().any(|res| {
+        r.resources().iter().any(|res| {
             res.kind == kind
                 && res.namespace.as_deref().unwrap_or(&r.namespace) == ns
                 && (res.name == name
@@ -452,7 +457,7 @@ async fn trigger(ctx: &Context, r: &Registered, pushed: &push::Push, requested: 
         })
     };
     let namespaces: BTreeSet<&str> = r
-        .resources
+        .resources()
         .iter()
         .map(|res| res.namespace.as_deref().unwrap_or(&r.namespace))
         .chain([r.namespace.as_str()])
@@ -460,20 +465,28 @@ async fn trigger(ctx: &Context, r: &Registered, pushed: &push::Push, requested: 
     let mut n = 0;
     for ns in namespaces {
         n += refresh(ctx, Some(ns), pushed, &listed, requested).await;
-        for o in &list::<OCIRepository>(ctx, Some(ns)).await {
-            if listed(OCIRepository::KIND, &o.name_any(), ns, o.labels()) {
-                n += annotate(o, ctx, requested).await;
-            }
-        }
-        if r.resources
-            .iter()
-            .any(|res| res.kind == Kustomization::KIND)
-        {
-            for k in &list::<Kustomization>(ctx, Some(ns)).await {
-                if listed(Kustomization::KIND, &k.name_any(), ns, k.labels()) {
-                    n += annotate(k, ctx, requested).await;
-                }
-            }
+        n += ask_listed::<OCIRepository>(ctx, r, ns, &listed, requested).await;
+        n += ask_listed::<Kustomization>(ctx, r, ns, &listed, requested).await;
+    }
+    n
+}
+
+/// Asks the objects of kind `K` in `ns` that `r` lists to reconcile; lists nothing when `r`
+/// names no object of that kind.
+async fn ask_listed<K: Reconciled>(
+    ctx: &Context,
+    r: &Registered,
+    ns: &str,
+    listed: &Listed<'_>,
+    requested: &str,
+) -> usize {
+    if !r.resources().iter().any(|res| res.kind == K::KIND) {
+        return 0;
+    }
+    let mut n = 0;
+    for o in &list::<K>(ctx, Some(ns)).await {
+        if listed(K::KIND, &o.name_any(), ns, o.labels()) {
+            n += annotate(o, ctx, requested).await;
         }
     }
     n
