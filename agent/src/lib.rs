@@ -4,19 +4,16 @@
 //! `http`, `manifests`). ARCHITECTURE.md at the top of the repository walks the layers.
 
 pub mod api;
-pub mod apps;
 pub mod appsource;
 pub mod artifacts;
-pub mod build;
+pub mod cli;
 pub mod clusters;
 pub mod drift;
-pub mod get;
 pub mod http;
 pub mod leader;
 pub mod manifests;
 pub mod metrics;
 pub mod ownership;
-pub mod push;
 pub mod reconcilers;
 pub mod runtime;
 pub mod storage;

@@ -1,19 +1,24 @@
-//! `skewer`: the command line. `run` is the daemon; `manifests` writes the install manifests.
+//! `skewer`: the command line. `run` is the daemon; the other commands are in `cli/`.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use skewer_agent::push::Address;
-use skewer_agent::{api, clusters, http, leader, manifests, metrics, push, reconcilers, runtime};
+use skewer_agent::cli::control::{self, Named};
+use skewer_agent::cli::push::Address;
+use skewer_agent::cli::term::{Ended, Exit, Paint, Progress, paint};
+use skewer_agent::cli::{bootstrap, push};
+use skewer_agent::{api, clusters, http, leader, manifests, metrics, reconcilers, runtime};
+use std::process::ExitCode;
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
 #[command(
     name = "skewer",
     version,
-    about = "GitOps reconciler: keeps clusters in step with Git."
+    about = "GitOps reconciler: keeps clusters in step with Git.",
+    after_help = AFTER_HELP,
 )]
 struct Cli {
     /// Log format.
@@ -22,6 +27,15 @@ struct Cli {
     #[command(subcommand)]
     command: Command,
 }
+
+const AFTER_HELP: &str = "Start here:
+  skewer bootstrap git --url https://git.example.com/fleet.git --path clusters/prod --username git
+  skewer get kustomizations -A
+  skewer tree ks/skewer-system -n skewer-system
+
+Exit codes: 0 done (in sync, Ready); 1 differences found, or the object ended not Ready;
+2 wrong command line; 3 could not do the work (unreachable, refused, missing); 4 timed out.
+Colour only on a terminal, never with NO_COLOR set.";
 
 #[derive(Clone, Copy, ValueEnum)]
 enum LogFormat {
@@ -46,21 +60,104 @@ enum Command {
         #[arg(long)]
         kustomization: Option<PathBuf>,
     },
-    /// Ask an Application to sync now (`app/<name>`; even without automation), or a
-    /// Kustomization to reconcile in full (`ks/<name>`).
-    Sync {
-        target: skewer_agent::apps::Target,
+    /// Install skewer from a Git repository that it then manages: commit its manifests,
+    /// apply them, wait until it applies itself.
+    Bootstrap {
+        #[command(subcommand)]
+        how: BootstrapHow,
+    },
+    /// Apply skewer's install manifests (CRDs, namespace skewer-system, RBAC, Deployment) to
+    /// the cluster of the current kubeconfig, without Git; only what differs is sent.
+    #[command(after_help = "Example:\n  skewer install --version v0.1.0")]
+    Install(ImageArgs),
+    /// Remove skewer and its CRDs. The workloads it applied stay (their Kustomizations and
+    /// Applications are released first) unless --prune-managed. Asks first; without a
+    /// terminal, refuses unless --yes.
+    #[command(after_help = "Example:\n  skewer uninstall --yes")]
+    Uninstall {
+        /// Do not ask.
+        #[arg(long, short = 'y')]
+        yes: bool,
+        /// Also delete every object the Kustomizations and Applications applied.
+        #[arg(long)]
+        prune_managed: bool,
+    },
+    /// Show what a local directory would change if a Kustomization applied it: a server-side
+    /// dry run of each object (nothing is written), field by field, Secrets masked. Exit code
+    /// 1 when anything differs, 0 when nothing does.
+    #[command(after_help = "Example:\n  skewer diff ./apps/web --kustomization web -n apps")]
+    Diff {
+        /// The directory to compare (as the Kustomization's spec.path would be).
+        path: PathBuf,
+        /// The Kustomization whose patches, labels and inventory apply.
+        #[arg(long, short = 'k')]
+        kustomization: String,
         #[arg(long, short = 'n', default_value = "default")]
         namespace: String,
-        /// Wait until the sync is done (Synced and Healthy, or failed), at most this long.
-        #[arg(long, num_args = 0..=1, default_missing_value = "5m", value_parser = parse_duration)]
-        wait: Option<Duration>,
+        /// The root of the source (default: the Git work tree PATH is in, else PATH).
+        #[arg(long)]
+        source_root: Option<PathBuf>,
     },
-    /// Show what skewer manages: `skewer get clusters`, `skewer get applications`.
+    /// Apply a local directory, then again within milliseconds of every saved change, pruning
+    /// what you delete: the inner loop of writing manifests. Ctrl-C stops.
+    #[command(after_help = "Example:\n  skewer dev ./apps/web -n dev")]
+    Dev {
+        dir: PathBuf,
+        /// The owner the objects are labeled with (default: dev-<directory name>).
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long, short = 'n', default_value = "default")]
+        namespace: String,
+        /// Keep objects whose files were deleted.
+        #[arg(long)]
+        no_prune: bool,
+        /// Wait for the applied objects to be healthy after each apply, at most this long.
+        #[arg(long, value_parser = parse_duration)]
+        wait: Option<Duration>,
+        /// The root of the source (default: the Git work tree DIR is in, else DIR).
+        #[arg(long)]
+        source_root: Option<PathBuf>,
+    },
+    /// Ask an object to reconcile now (an Application to sync, even without automation).
+    #[command(
+        after_help = "Examples:\n  skewer reconcile ks/web --with-source --wait\n  skewer reconcile gitrepository/fleet -n skewer-system\n  skewer reconcile app/guestbook -n argocd --wait=2m"
+    )]
+    Reconcile(ReconcileArgs),
+    /// Ask an Application to sync now, or a Kustomization to reconcile (as `reconcile`).
+    #[command(after_help = "Example:\n  skewer sync app/guestbook -n argocd --wait")]
+    Sync(ReconcileArgs),
+    /// Stop reconciling an object (spec.suspend: true): Kustomizations, sources, Receivers.
+    #[command(after_help = "Example:\n  skewer suspend ks/web -n apps")]
+    Suspend(TargetArgs),
+    /// Reconcile a suspended object again.
+    #[command(after_help = "Example:\n  skewer resume ks/web -n apps")]
+    Resume(TargetArgs),
+    /// What a Kustomization or Application applied, as a tree with each object's health;
+    /// nested Kustomizations are expanded.
+    #[command(after_help = "Example:\n  skewer tree ks/skewer-system -n skewer-system")]
+    Tree(TargetArgs),
+    /// The Events skewer recorded, oldest first.
+    #[command(after_help = "Example:\n  skewer events --for ks/web -n apps")]
+    Events {
+        /// Only the Events about this object (`ks/<name>`, `app/<name>`, …).
+        #[arg(long = "for")]
+        only: Option<Named>,
+        #[command(flatten)]
+        list: ListArgs,
+    },
+    /// Show what skewer manages.
+    #[command(
+        after_help = "Examples:\n  skewer get ks -A\n  skewer get sources -n skewer-system -o yaml\n  skewer get apps -A --watch"
+    )]
     Get {
         #[command(subcommand)]
         what: Get,
     },
+    /// Print a shell completion script.
+    #[command(
+        after_help = "Examples:\n  skewer completion bash > /etc/bash_completion.d/skewer\n  skewer completion zsh > \"${fpath[1]}/_skewer\"\n  skewer completion fish > ~/.config/fish/completions/skewer.fish"
+    )]
+    Completion { shell: clap_complete::Shell },
     /// Pull from an OCI registry: `skewer pull artifact`.
     Pull {
         #[command(subcommand)]
@@ -95,6 +192,95 @@ enum Command {
         #[arg(long, default_value = manifests::DEFAULT_IMAGE)]
         image: String,
     },
+}
+
+#[derive(Subcommand)]
+enum BootstrapHow {
+    /// Bootstrap from a Git repository: commit skewer's install and sync manifests under
+    /// <PATH>/skewer-system, push them, store the credentials in a Secret (never in Git),
+    /// apply, and wait until skewer's own Kustomization is Ready. Running it again changes
+    /// nothing; with another --version it upgrades skewer through Git.
+    #[command(
+        after_help = "Examples:\n  SKEWER_GIT_PASSWORD=$TOKEN skewer bootstrap git --url https://git.example.com/fleet.git \\\n      --branch main --path clusters/prod --username git\n  skewer bootstrap git --url ssh://git@git.example.com/fleet.git --path clusters/prod \\\n      --private-key-file ~/.ssh/fleet --known-hosts-file ~/.ssh/known_hosts"
+    )]
+    Git(BootstrapGit),
+}
+
+#[derive(Args)]
+struct BootstrapGit {
+    /// The repository (https://, http:// or ssh://).
+    #[arg(long)]
+    url: String,
+    #[arg(long, default_value = "main")]
+    branch: String,
+    /// This cluster's directory in the repository.
+    #[arg(long)]
+    path: String,
+    /// Basic-auth user; the password or token is read from SKEWER_GIT_PASSWORD.
+    #[arg(long, conflicts_with = "private_key_file")]
+    username: Option<String>,
+    /// SSH private key for ssh:// URLs.
+    #[arg(long, requires = "known_hosts_file")]
+    private_key_file: Option<PathBuf>,
+    /// known_hosts holding the Git server's host key (for ssh:// URLs).
+    #[arg(long)]
+    known_hosts_file: Option<PathBuf>,
+    /// PEM bundle of the CA the Git server's certificate chains to.
+    #[arg(long)]
+    ca_file: Option<PathBuf>,
+    /// How often skewer fetches its own repository.
+    #[arg(long, default_value = "1m", value_parser = parse_interval)]
+    interval: String,
+    #[arg(long, default_value = "skewer")]
+    author_name: String,
+    #[arg(long, default_value = "skewer@localhost")]
+    author_email: String,
+    /// How long to wait for skewer to apply itself.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    timeout: Duration,
+    #[command(flatten)]
+    image: ImageArgs,
+}
+
+/// Which image of skewer to run.
+#[derive(Args)]
+struct ImageArgs {
+    /// skewer's version (the image tag).
+    #[arg(long = "version", default_value = concat!("v", env!("CARGO_PKG_VERSION")))]
+    release: String,
+    /// The whole image reference; overrides --version.
+    #[arg(long)]
+    image: Option<String>,
+}
+
+impl ImageArgs {
+    fn image(&self) -> String {
+        self.image
+            .clone()
+            .unwrap_or_else(|| format!("{}:{}", manifests::IMAGE_REPOSITORY, self.release))
+    }
+}
+
+/// One object named as `<kind>/<name>` in a namespace.
+#[derive(Args)]
+struct TargetArgs {
+    /// `ks/<name>`, `app/<name>`, `gitrepository/<name>`, `ocirepository/<name>` or
+    /// `receiver/<name>`.
+    target: Named,
+    #[arg(long, short = 'n', default_value = "default")]
+    namespace: String,
+}
+
+#[derive(Args)]
+struct ReconcileArgs {
+    #[command(flatten)]
+    target: TargetArgs,
+    /// Reconcile the Kustomization's source first, and wait for it.
+    #[arg(long)]
+    with_source: bool,
+    /// Wait until it is done (Ready, or Synced and Healthy), at most this long (default 5m).
+    #[arg(long, num_args = 0..=1, default_missing_value = "5m", value_parser = parse_duration)]
+    wait: Option<Duration>,
 }
 
 #[derive(Subcommand)]
@@ -232,6 +418,9 @@ struct ListArgs {
     all_namespaces: bool,
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
     output: Output,
+    /// After the list, print each object again when it changes (Ctrl-C stops).
+    #[arg(long, short = 'w')]
+    watch: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -314,36 +503,45 @@ struct RunArgs {
     metrics_addr: std::net::SocketAddr,
 }
 
-/// What `get` lists with [`get_rows`].
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Listed {
-    Kustomizations,
-    Sources,
-    Receivers,
-}
-
-/// Prints the objects `which` names as `args` asks.
-async fn get_rows(which: Listed, args: &ListArgs) -> Result<()> {
-    let client = hub_client().await?;
-    let namespace = (!args.all_namespaces).then_some(args.namespace.as_str());
-    let rows = match which {
-        Listed::Kustomizations => skewer_agent::get::kustomizations(&client, namespace).await,
-        Listed::Sources => skewer_agent::get::sources(&client, namespace).await,
-        Listed::Receivers => skewer_agent::get::receivers(&client, namespace).await,
-    }
-    .context("listing")?;
-    match args.output {
-        Output::Table => {
-            let kinds = which == Listed::Sources;
-            print!(
-                "{}",
-                skewer_agent::get::table(&rows, args.all_namespaces, kinds)
-            );
-        }
+/// Prints `rows` as `output` asks; with `watch`, lists again every two seconds and prints the
+/// rows that changed, until interrupted.
+async fn print_rows<R, F, Fut>(
+    output: Output,
+    watch: bool,
+    table: impl Fn(&[R]) -> String,
+    mut list: F,
+) -> Result<()>
+where
+    R: serde::Serialize + Clone,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<R>>>,
+{
+    let mut rows = list().await?;
+    match output {
+        Output::Table => print!("{}", table(&rows)),
         Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
         Output::Yaml => print!("{}", serde_saphyr::to_string(&rows)?),
     }
-    Ok(())
+    if !watch {
+        return Ok(());
+    }
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = list().await?;
+        let changed = skewer_agent::cli::get::changed(&rows, &now);
+        let picked: Vec<R> = changed
+            .iter()
+            .filter_map(|&i| now.get(i).cloned())
+            .collect();
+        if !picked.is_empty() {
+            match output {
+                Output::Table => table(&picked).lines().skip(1).for_each(|l| println!("{l}")),
+                Output::Json => println!("{}", serde_json::to_string_pretty(&picked)?),
+                Output::Yaml => print!("{}", serde_saphyr::to_string(&picked)?),
+            }
+        }
+        rows = now;
+    }
 }
 
 /// A client of the hub from KUBECONFIG (or in-cluster), for the commands that read it.
@@ -361,12 +559,17 @@ fn parse_secret_name(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// A duration kept as written (for a manifest), checked as skewer will parse it.
+fn parse_interval(s: &str) -> Result<String, String> {
+    parse_duration(s).map(|_| s.to_string())
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     api::duration::parse(s).map_err(|e| e.to_string())
 }
 
 #[tokio::main]
-async fn main() -> Result<()> {
+async fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,kube=warn"));
@@ -379,81 +582,156 @@ async fn main() -> Result<()> {
     }
     // kube uses rustls with ring; install it as the process-wide provider explicitly.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    match dispatch(cli.command).await {
+        Ok(Exit::Ok) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code as u8),
+        Err(e) => {
+            let code = e.downcast_ref::<Ended>().map_or(Exit::Failed, |e| e.code);
+            let red = skewer_agent::cli::term::colour_on_stderr();
+            eprintln!("{} {e:#}", paint(red, Paint::Red, "error:"));
+            ExitCode::from(code as u8)
+        }
+    }
+}
 
-    match cli.command {
-        Command::Run(args) => run(args).await,
+/// Runs one command; `Ok` carries the exit code of a command that worked but has something
+/// to say (`diff` found differences).
+async fn dispatch(command: Command) -> Result<Exit> {
+    match command {
+        Command::Run(args) => run(args).await?,
         Command::Build {
             path,
             source_root,
             kustomization,
         } => {
-            let yaml = skewer_agent::build::render(
+            let yaml = skewer_agent::cli::build::render(
                 &path,
                 source_root.as_deref(),
                 kustomization.as_deref(),
             )?;
             print!("{yaml}");
-            Ok(())
         }
-        Command::Get {
-            what: Get::Kustomizations(args),
-        } => get_rows(Listed::Kustomizations, &args).await,
-        Command::Get {
-            what: Get::Sources(args),
-        } => get_rows(Listed::Sources, &args).await,
-        Command::Get {
-            what: Get::Receivers(args),
-        } => get_rows(Listed::Receivers, &args).await,
-        Command::Get {
-            what: Get::Applications(args),
+        Command::Bootstrap {
+            how: BootstrapHow::Git(args),
         } => {
             let client = hub_client().await?;
-            let namespace = (!args.all_namespaces).then_some(args.namespace.as_str());
-            let rows = skewer_agent::apps::list(&client, namespace)
-                .await
-                .context("listing Applications")?;
-            match args.output {
-                Output::Table => {
-                    print!("{}", skewer_agent::apps::table(&rows, args.all_namespaces))
-                }
-                Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
-                Output::Yaml => print!("{}", serde_saphyr::to_string(&rows)?),
-            }
-            Ok(())
+            let b = bootstrap_of(args)?;
+            let done = bootstrap::bootstrap(&client, &b).await?;
+            println!(
+                "skewer manages itself from {} ({}, {}) at {}",
+                b.url, b.branch, b.path, done.commit
+            );
         }
-        Command::Sync {
-            target,
+        Command::Install(image) => {
+            let client = hub_client().await?;
+            skewer_agent::cli::install::install(&client, &image.image()).await?;
+        }
+        Command::Uninstall { yes, prune_managed } => {
+            let client = hub_client().await?;
+            let u = skewer_agent::cli::install::Uninstall { yes, prune_managed };
+            for line in skewer_agent::cli::install::uninstall(&client, &u).await? {
+                println!("{line}");
+            }
+        }
+        Command::Diff {
+            path,
+            kustomization,
             namespace,
-            wait,
+            source_root,
         } => {
             let client = hub_client().await?;
-            let line = skewer_agent::apps::sync(&client, &namespace, &target, wait).await?;
-            println!("{line}");
-            Ok(())
+            let (text, differs) = skewer_agent::cli::diff::run(
+                &client,
+                &path,
+                source_root.as_deref(),
+                &kustomization,
+                &namespace,
+                skewer_agent::cli::term::colour(),
+            )
+            .await?;
+            print!("{text}");
+            return Ok(if differs { Exit::Differs } else { Exit::Ok });
         }
-        Command::Get {
-            what:
-                Get::Clusters {
-                    namespace,
-                    all_namespaces,
-                    output,
-                },
+        Command::Dev {
+            dir,
+            name,
+            namespace,
+            no_prune,
+            wait,
+            source_root,
         } => {
-            let config = kube::Config::infer()
+            let client = hub_client().await?;
+            let name = match name {
+                Some(n) => n,
+                None => dev_name(&dir)?,
+            };
+            let dev = skewer_agent::cli::dev::Dev {
+                dir,
+                source_root,
+                owner: skewer_appliers::transform::Owner { name, namespace },
+                prune: !no_prune,
+                wait,
+            };
+            skewer_agent::cli::dev::run_dev(client, dev).await?;
+        }
+        Command::Reconcile(args) | Command::Sync(args) => {
+            let client = hub_client().await?;
+            let t = &args.target;
+            let line = control::reconcile(
+                &client,
+                &t.namespace,
+                &t.target,
+                args.with_source,
+                args.wait,
+            )
+            .await
+            .map_err(ended)?;
+            println!("{line}");
+        }
+        Command::Suspend(t) => {
+            let client = hub_client().await?;
+            let line = control::suspend(&client, &t.namespace, &t.target, true)
                 .await
-                .context("reading the cluster configuration (KUBECONFIG or in-cluster)")?;
-            let server = config.cluster_url.to_string();
-            let client = kube::Client::try_from(config).context("connecting to the hub")?;
-            let namespace = (!all_namespaces).then_some(namespace.as_str());
-            let rows = clusters::list::list(&client, server.trim_end_matches('/'), namespace)
+                .map_err(ended)?;
+            println!("{line}");
+        }
+        Command::Resume(t) => {
+            let client = hub_client().await?;
+            let line = control::suspend(&client, &t.namespace, &t.target, false)
                 .await
-                .context("listing cluster Secrets")?;
-            match output {
-                Output::Table => print!("{}", clusters::list::table(&rows)),
-                Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
-                Output::Yaml => print!("{}", serde_saphyr::to_string(&rows)?),
-            }
-            Ok(())
+                .map_err(ended)?;
+            println!("{line}");
+        }
+        Command::Tree(t) => {
+            let client = hub_client().await?;
+            let root = skewer_agent::cli::tree::tree(&client, &t.namespace, &t.target)
+                .await
+                .map_err(ended)?;
+            print!("{}", skewer_agent::cli::tree::render(&root));
+        }
+        Command::Events { only, list } => {
+            let client = hub_client().await?;
+            let namespace = (!list.all_namespaces).then_some(list.namespace.clone());
+            let all = list.all_namespaces;
+            print_rows(
+                list.output,
+                list.watch,
+                |rows| skewer_agent::cli::events::table(rows, all, jiff::Timestamp::now()),
+                || async {
+                    Ok(skewer_agent::cli::events::list(
+                        &client,
+                        namespace.as_deref(),
+                        only.as_ref(),
+                    )
+                    .await?)
+                },
+            )
+            .await?;
+        }
+        Command::Get { what } => get(what).await?,
+        Command::Completion { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "skewer", &mut std::io::stdout());
         }
         Command::Push {
             what:
@@ -471,6 +749,7 @@ async fn main() -> Result<()> {
                 Some(c) => c,
                 None => created_default()?,
             };
+            let progress = Progress::start(&format!("pushing {}", path.display()));
             let digest = push::push(push::Push {
                 address: &address,
                 path: &path,
@@ -481,8 +760,8 @@ async fn main() -> Result<()> {
                 sign_key: sign_key.as_deref(),
             })
             .await?;
+            progress.done(true, "pushed");
             println!("{digest}");
-            Ok(())
         }
         Command::Pull {
             what:
@@ -512,7 +791,6 @@ async fn main() -> Result<()> {
             )
             .await?;
             println!("{revision}");
-            Ok(())
         }
         Command::Sign {
             address,
@@ -521,7 +799,6 @@ async fn main() -> Result<()> {
         } => {
             let digest = push::sign(&address, &key, registry.access(&address)?).await?;
             println!("{digest}");
-            Ok(())
         }
         Command::GenerateKeyPair { output_key_prefix } => {
             push::generate_key_pair(&output_key_prefix)?;
@@ -530,7 +807,6 @@ async fn main() -> Result<()> {
                 output_key_prefix.with_extension("key").display(),
                 output_key_prefix.with_extension("pub").display()
             );
-            Ok(())
         }
         Command::Manifests { out, image } => {
             let files = manifests::files(&image)?;
@@ -546,9 +822,136 @@ async fn main() -> Result<()> {
                 }
                 None => files.iter().for_each(|(_, c)| print!("{c}")),
             }
-            Ok(())
         }
     }
+    Ok(Exit::Ok)
+}
+
+/// A control error as the error that ends the command with its exit code.
+fn ended(e: control::ControlError) -> anyhow::Error {
+    Ended::new(e.exit(), e.to_string()).into()
+}
+
+/// `dev-<the directory's name>`, as a Kubernetes name.
+fn dev_name(dir: &std::path::Path) -> Result<String> {
+    let full = dir
+        .canonicalize()
+        .with_context(|| format!("{} does not exist", dir.display()))?;
+    let base: String = full
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let name = format!("dev-{}", base.trim_matches('-'));
+    Ok(name
+        .chars()
+        .take(63)
+        .collect::<String>()
+        .trim_end_matches('-')
+        .to_string())
+}
+
+/// The bootstrap as asked on the command line; the password comes from the environment.
+fn bootstrap_of(args: BootstrapGit) -> Result<bootstrap::Bootstrap> {
+    let credentials = match (args.username, args.private_key_file, args.known_hosts_file) {
+        (Some(username), None, _) => {
+            let password = std::env::var("SKEWER_GIT_PASSWORD").map_err(|_| {
+                Ended::new(
+                    Exit::Usage,
+                    "--username needs the password or token in the environment variable SKEWER_GIT_PASSWORD",
+                )
+            })?;
+            bootstrap::Credentials::Basic { username, password }
+        }
+        (None, Some(private_key), Some(known_hosts)) => bootstrap::Credentials::Ssh {
+            private_key,
+            known_hosts,
+        },
+        _ => bootstrap::Credentials::None,
+    };
+    Ok(bootstrap::Bootstrap {
+        url: args.url,
+        branch: args.branch,
+        path: args
+            .path
+            .trim_matches('/')
+            .trim_start_matches("./")
+            .to_string(),
+        credentials,
+        ca_file: args.ca_file,
+        image: args.image.image(),
+        interval: args.interval,
+        author: (args.author_name, args.author_email),
+        timeout: args.timeout,
+    })
+}
+
+/// `skewer get …`.
+async fn get(what: Get) -> Result<()> {
+    use skewer_agent::cli::{apps, get};
+    let client = hub_client().await?;
+    let (args, which) = match what {
+        Get::Kustomizations(a) => (a, Listed::Kustomizations),
+        Get::Sources(a) => (a, Listed::Sources),
+        Get::Receivers(a) => (a, Listed::Receivers),
+        Get::Applications(args) => {
+            let namespace = (!args.all_namespaces).then_some(args.namespace.clone());
+            let all = args.all_namespaces;
+            return print_rows(
+                args.output,
+                args.watch,
+                |rows| apps::table(rows, all),
+                || async { Ok(apps::list(&client, namespace.as_deref()).await?) },
+            )
+            .await;
+        }
+        Get::Clusters {
+            namespace,
+            all_namespaces,
+            output,
+        } => {
+            let config = kube::Config::infer()
+                .await
+                .context("reading the cluster configuration (KUBECONFIG or in-cluster)")?;
+            let server = config.cluster_url.to_string();
+            let namespace = (!all_namespaces).then_some(namespace);
+            return print_rows(output, false, clusters::list::table, || async {
+                Ok(clusters::list::list(
+                    &client,
+                    server.trim_end_matches('/'),
+                    namespace.as_deref(),
+                )
+                .await?)
+            })
+            .await;
+        }
+    };
+    let namespace = (!args.all_namespaces).then_some(args.namespace.clone());
+    let all = args.all_namespaces;
+    print_rows(
+        args.output,
+        args.watch,
+        |rows| get::table(rows, all, which == Listed::Sources),
+        || async {
+            let ns = namespace.as_deref();
+            Ok(match which {
+                Listed::Kustomizations => get::kustomizations(&client, ns).await,
+                Listed::Sources => get::sources(&client, ns).await,
+                Listed::Receivers => get::receivers(&client, ns).await,
+            }?)
+        },
+    )
+    .await
+}
+
+/// What `get` lists through [`get::table`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Listed {
+    Kustomizations,
+    Sources,
+    Receivers,
 }
 
 async fn run(args: RunArgs) -> Result<()> {
@@ -653,5 +1056,38 @@ async fn run(args: RunArgs) -> Result<()> {
             tracing::error!(reason = %lost, "no longer the leader; exiting");
             Err(anyhow::anyhow!("{lost}"))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory as _;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    /// What a newcomer reads first: `skewer --help`, and the help of the commands they run
+    /// on day one.
+    #[test]
+    fn help_reads_as_written() {
+        let mut cmd = Cli::command().term_width(100);
+        let mut text = cmd.render_long_help().to_string();
+        for path in [
+            &["bootstrap", "git"][..],
+            &["diff"],
+            &["reconcile"],
+            &["uninstall"],
+        ] {
+            let mut sub = &mut cmd;
+            for name in path {
+                sub = sub.find_subcommand_mut(name).expect("a subcommand");
+            }
+            text.push_str(&format!("\n===== skewer {} --help\n", path.join(" ")));
+            text.push_str(&sub.render_long_help().to_string());
+        }
+        skewer_agent::cli::golden("help.txt", &text);
     }
 }

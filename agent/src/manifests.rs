@@ -108,7 +108,11 @@ fn service() -> Value {
     }})
 }
 
-pub const DEFAULT_IMAGE: &str = "ghcr.io/skewer-dev/skewer:v0.1.0";
+/// Where skewer's images are published; a release is tagged `v<version>`.
+pub const IMAGE_REPOSITORY: &str = "ghcr.io/skewer-dev/skewer";
+
+/// The image of this build's version.
+pub const DEFAULT_IMAGE: &str = concat!("ghcr.io/skewer-dev/skewer:v", env!("CARGO_PKG_VERSION"));
 
 #[cfg(test)]
 mod tests {

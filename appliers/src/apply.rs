@@ -97,6 +97,13 @@ pub struct Outcome {
     pub seen: Option<Seen>,
 }
 
+/// What a server-side dry run of one object found (see [`Applier::dry_run`]).
+#[derive(Debug, Clone)]
+pub struct DryRun {
+    pub live: Option<Value>,
+    pub after: Option<Value>,
+}
+
 /// A planned object: the manifest ready to send and where to send it.
 #[derive(Debug, Clone)]
 pub struct Planned {
@@ -338,6 +345,33 @@ impl Applier {
             }
             Err(e) => Err(ApplyError::api(m, &e)),
         }
+    }
+
+    /// What applying `p` would do, asked of the server without changing anything (a
+    /// server-side dry run with the same field manager): the live object, if any, and the
+    /// object the apply would leave. `after` is `None` for a new object the server cannot judge
+    /// yet (its namespace or its kind's CRD is only in the same source).
+    pub async fn dry_run(&self, p: &Planned, opts: &ApplyOptions) -> Result<DryRun, ApplyError> {
+        let m = &p.manifest;
+        let api = self.api(p);
+        // A 404 for the whole resource: its CRD is only in the same source.
+        let live = match api.get_opt(m.name()).await {
+            Ok(live) => live,
+            Err(kube::Error::Api(s)) if s.code == 404 => None,
+            Err(e) => return Err(ApplyError::api(m, &e)),
+        };
+        let mut params = PatchParams::apply(&opts.field_manager).force();
+        params.dry_run = true;
+        let after = match api.patch(m.name(), &params, &Patch::Apply(&m.object)).await {
+            Ok(obj) => Some(obj),
+            Err(kube::Error::Api(s)) if s.code == 404 && live.is_none() => None,
+            Err(e) => return Err(ApplyError::api(m, &e)),
+        };
+        let value = |o: DynamicObject| serde_json::to_value(o).unwrap_or(Value::Null);
+        Ok(DryRun {
+            live: live.map(value),
+            after: after.map(value),
+        })
     }
 
     async fn recreate(

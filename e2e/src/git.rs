@@ -356,6 +356,15 @@ impl GitServer {
             .unwrap_or(0)
     }
 
+    /// An empty bare repository that accepts pushes over HTTP; returns its URL and its path.
+    pub fn empty_repo(&self, name: &str) -> Result<(String, PathBuf)> {
+        let bare = self.root.path().join(format!("{name}.git"));
+        std::fs::create_dir_all(&bare)?;
+        git(&bare, &["init", "-q", "--bare", "--initial-branch=main"])?;
+        git(&bare, &["config", "http.receivepack", "true"])?;
+        Ok((format!("{}/{name}.git", self.base_url), bare))
+    }
+
     pub fn repo(&self, name: &str) -> Result<Repo> {
         let bare = self.root.path().join(format!("{name}.git"));
         std::fs::create_dir_all(&bare)?;

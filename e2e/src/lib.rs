@@ -149,6 +149,24 @@ pub fn client_cert(kubeconfig: &Path, cn: &str, group: Option<&str>) -> Result<(
     Ok((std::fs::read_to_string(crt)?, std::fs::read_to_string(key)?))
 }
 
+/// A kubeconfig for the cluster of `kubeconfig` as user `cn` in `group` (a client
+/// certificate), written beside it; so that the audit log tells that user's requests apart.
+pub fn kubeconfig_as(kubeconfig: &Path, cn: &str, group: Option<&str>) -> Result<PathBuf> {
+    let (cert, key) = client_cert(kubeconfig, cn, group)?;
+    let path = kubeconfig.with_file_name(format!("{cn}.kubeconfig"));
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: {server}, certificate-authority-data: {ca}}}\nusers:\n- name: u\n  user: {{client-certificate-data: {cert}, client-key-data: {key}}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u, namespace: default}}\ncurrent-context: c\n",
+            server = server_url(kubeconfig)?,
+            ca = server_ca(kubeconfig)?,
+            cert = base64(cert.as_bytes()),
+            key = base64(key.as_bytes()),
+        ),
+    )?;
+    Ok(path)
+}
+
 /// Base64 (standard, padded) of `data`.
 pub fn base64(data: &[u8]) -> String {
     use base64::Engine as _;
@@ -230,13 +248,21 @@ pub struct Audited {
     pub resource: String,
     pub namespace: String,
     pub name: String,
+    /// The request's URI (`?dryRun=All` marks a dry run).
+    pub uri: String,
 }
 
 /// Requests by `user` in `namespace` that the hub's audit log has recorded so far (the API
 /// server writes the log before it responds). A request made while impersonating `user`
 /// counts as `user`'s.
 pub fn audited(user: &str, namespace: &str) -> Result<Vec<Audited>> {
-    let log = std::fs::read_to_string(hub().with_file_name("audit.log"))?;
+    audited_on(hub(), user, Some(namespace))
+}
+
+/// Requests by `user` recorded by the audit log of the cluster of `kubeconfig`, in
+/// `namespace` (or anywhere when `None`), in the order the server logged them.
+pub fn audited_on(kubeconfig: &Path, user: &str, namespace: Option<&str>) -> Result<Vec<Audited>> {
+    let log = std::fs::read_to_string(kubeconfig.with_file_name("audit.log"))?;
     Ok(log
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -246,15 +272,16 @@ pub fn audited(user: &str, namespace: &str) -> Result<Vec<Audited>> {
             } else {
                 &e["user"]["username"]
             };
-            who == user && e["objectRef"]["namespace"] == namespace
+            who == user && namespace.is_none_or(|ns| e["objectRef"]["namespace"] == ns)
         })
         .map(|e| {
             let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
             Audited {
                 verb: s(&e["verb"]),
                 resource: s(&e["objectRef"]["resource"]),
-                namespace: namespace.into(),
+                namespace: s(&e["objectRef"]["namespace"]),
                 name: s(&e["objectRef"]["name"]),
+                uri: s(&e["requestURI"]),
             }
         })
         .collect())

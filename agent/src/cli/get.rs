@@ -38,6 +38,47 @@ pub fn aligned(header: &[&str], rows: Vec<Vec<String>>) -> String {
     out
 }
 
+/// Like [`aligned`], without the columns whose flag in `keep` is false (by index into the
+/// full header): the NAMESPACE column without `-A`, KIND when only one kind is listed.
+pub fn aligned_keeping(
+    header: &[&str],
+    mut rows: Vec<Vec<String>>,
+    keep: &[(usize, bool)],
+) -> String {
+    let mut header = header.to_vec();
+    let mut drop: Vec<usize> = keep.iter().filter(|(_, k)| !k).map(|(i, _)| *i).collect();
+    drop.sort_unstable_by(|a, b| b.cmp(a));
+    for column in drop {
+        if column < header.len() {
+            header.remove(column);
+        }
+        for r in &mut rows {
+            if column < r.len() {
+                r.remove(column);
+            }
+        }
+    }
+    aligned(&header, rows)
+}
+
+/// For `--watch`: the indices of the rows in `now` that are new, or changed since `before`
+/// (their age aside, which changes by itself).
+pub fn changed<R: Serialize>(before: &[R], now: &[R]) -> Vec<usize> {
+    let key = |r: &R| {
+        let mut v = serde_json::to_value(r).unwrap_or_default();
+        if let Some(m) = v.as_object_mut() {
+            m.remove("age");
+        }
+        v
+    };
+    let before: Vec<serde_json::Value> = before.iter().map(key).collect();
+    now.iter()
+        .enumerate()
+        .filter(|(_, r)| !before.contains(&key(r)))
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// A message cut to what fits a table line.
 pub fn short(message: &str) -> String {
     message.chars().take(80).collect()
@@ -105,7 +146,7 @@ fn row<K: Reconciled>(
 
 /// The rows as a table; `namespaces` adds their column, `kinds` the kind's.
 pub fn table(rows: &[Row], namespaces: bool, kinds: bool) -> String {
-    let mut header = vec![
+    let header = [
         "NAMESPACE",
         "KIND",
         "NAME",
@@ -125,16 +166,8 @@ pub fn table(rows: &[Row], namespaces: bool, kinds: bool) -> String {
             short(&r.message),
         ]
     };
-    let mut lines: Vec<Vec<String>> = rows.iter().map(cells).collect();
-    for (column, keep) in [(1, kinds), (0, namespaces)] {
-        if !keep {
-            header.remove(column);
-            for l in &mut lines {
-                l.remove(column);
-            }
-        }
-    }
-    aligned(&header, lines)
+    let lines: Vec<Vec<String>> = rows.iter().map(cells).collect();
+    aligned_keeping(&header, lines, &[(0, namespaces), (1, kinds)])
 }
 
 async fn listed<K: Reconciled>(
@@ -150,6 +183,14 @@ fn sorted(mut rows: Vec<Row>) -> Vec<Row> {
     rows
 }
 
+fn kustomization_row(k: &Kustomization, now: jiff::Timestamp) -> Row {
+    let revision = k
+        .status
+        .as_ref()
+        .and_then(|s| s.last_applied_revision.clone());
+    row(k, k.spec.suspend, revision, now)
+}
+
 pub async fn kustomizations(
     client: &Client,
     namespace: Option<&str>,
@@ -158,13 +199,7 @@ pub async fn kustomizations(
     let rows = listed::<Kustomization>(client, namespace)
         .await?
         .iter()
-        .map(|k| {
-            let revision = k
-                .status
-                .as_ref()
-                .and_then(|s| s.last_applied_revision.clone());
-            row(k, k.spec.suspend, revision, now)
-        })
+        .map(|k| kustomization_row(k, now))
         .collect();
     Ok(sorted(rows))
 }
@@ -260,13 +295,7 @@ mod tests {
             ks("paused", None, true),
         ]
         .iter()
-        .map(|k| {
-            let rev = k
-                .status
-                .as_ref()
-                .and_then(|s| s.last_applied_revision.clone());
-            row(k, k.spec.suspend, rev, now)
-        })
+        .map(|k| kustomization_row(k, now))
         .collect();
         let t = table(&rows, false, false);
         let lines: Vec<&str> = t.lines().collect();

@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
+use skewer_appliers::Manifest;
 use skewer_appliers::load::SourceFile;
 use skewer_appliers::sync::preview;
 use skewer_appliers::transform::Transform;
@@ -21,42 +22,9 @@ pub fn render(
     source_root: Option<&Path>,
     kustomization: Option<&Path>,
 ) -> Result<String> {
-    let path = path
-        .canonicalize()
-        .with_context(|| format!("{} does not exist", path.display()))?;
-    let root = match source_root {
-        Some(r) => r
-            .canonicalize()
-            .with_context(|| format!("{} does not exist", r.display()))?,
-        None => work_tree_of(&path).unwrap_or_else(|| path.clone()),
-    };
-    let relative = path
-        .strip_prefix(&root)
-        .with_context(|| {
-            format!(
-                "{} is not inside the source root {}",
-                path.display(),
-                root.display()
-            )
-        })?
-        .to_string_lossy()
-        .into_owned();
-    let files = read_source(&root)?;
-    let (patches, transform, owner) = match kustomization {
-        Some(file) => {
-            let ks = read_kustomization(file)?;
-            (
-                request::patches(&ks),
-                request::transform(&ks),
-                Some(request::owner(&ks)),
-            )
-        }
-        None => (Vec::new(), Transform::default(), None),
-    };
-    let manifests = preview(&files, &relative, &patches, &transform, owner.as_ref())
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let ks = kustomization.map(read_kustomization).transpose()?;
     let mut out = String::new();
-    for m in manifests {
+    for m in manifests(path, source_root, ks.as_ref())? {
         out.push_str("---\n");
         out.push_str(
             &serde_saphyr::to_string(&m.object)
@@ -64,6 +32,68 @@ pub fn render(
         );
     }
     Ok(out)
+}
+
+/// A local directory as a source: its root (`source_root`, else the Git work tree PATH is
+/// in, else PATH), PATH relative to it, and the root's files as an artifact would hold them.
+pub struct Local {
+    pub files: Vec<SourceFile>,
+    pub relative: String,
+}
+
+impl Local {
+    pub fn read(path: &Path, source_root: Option<&Path>) -> Result<Self> {
+        let path = path
+            .canonicalize()
+            .with_context(|| format!("{} does not exist", path.display()))?;
+        let root = match source_root {
+            Some(r) => r
+                .canonicalize()
+                .with_context(|| format!("{} does not exist", r.display()))?,
+            None => work_tree_of(&path).unwrap_or_else(|| path.clone()),
+        };
+        let relative = path
+            .strip_prefix(&root)
+            .with_context(|| {
+                format!(
+                    "{} is not inside the source root {}",
+                    path.display(),
+                    root.display()
+                )
+            })?
+            .to_string_lossy()
+            .into_owned();
+        Ok(Self {
+            files: read_source(&root)?,
+            relative,
+        })
+    }
+}
+
+/// What a Kustomization `ks` of PATH would apply (with none: the path's manifests as built,
+/// without owner labels), offline.
+pub fn manifests(
+    path: &Path,
+    source_root: Option<&Path>,
+    ks: Option<&Kustomization>,
+) -> Result<Vec<Manifest>> {
+    let local = Local::read(path, source_root)?;
+    let (patches, transform, owner) = match ks {
+        Some(ks) => (
+            request::patches(ks),
+            request::transform(ks),
+            Some(request::owner(ks)),
+        ),
+        None => (Vec::new(), Transform::default(), None),
+    };
+    preview(
+        &local.files,
+        &local.relative,
+        &patches,
+        &transform,
+        owner.as_ref(),
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// The Git work tree `path` is in (the nearest directory above it holding `.git`).
@@ -158,7 +188,7 @@ fn walk(root: &Path) -> Result<Vec<String>> {
 }
 
 /// A Kustomization from a YAML file (skewer's or Flux's apiVersion).
-fn read_kustomization(file: &Path) -> Result<Kustomization> {
+pub fn read_kustomization(file: &Path) -> Result<Kustomization> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     let mut value: serde_json::Value = skewer_appliers::load::parse_yaml(&text)

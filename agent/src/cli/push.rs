@@ -93,7 +93,7 @@ pub async fn push(push: Push<'_>) -> Result<String> {
     }
     let tag = a.tag.clone().unwrap_or_else(|| "latest".into());
     let signer = push.sign_key.map(read_signer).transpose()?;
-    let files = crate::build::source_files(push.path)
+    let files = super::build::source_files(push.path)
         .with_context(|| format!("reading {}", push.path.display()))?;
     if files.is_empty() {
         bail!("{}: no files to push", push.path.display());

@@ -1,0 +1,618 @@
+//! Issue 13 acceptance: `skewer bootstrap`, `install`/`uninstall`, and the everyday commands,
+//! run as a person runs them (the real binary, its exit codes and output), against real API
+//! servers and a real Git server over HTTPS with basic auth.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail, ensure};
+use common::*;
+use futures::{StreamExt as _, TryStreamExt as _};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::runtime::watcher;
+use skewer_e2e::git::{GitServer, HttpOptions, run};
+use skewer_e2e::{
+    Skewer, audited_on, cluster, eventually, kc_on, skewer_bin, stop_cluster, unique,
+};
+
+/// Runs `skewer ARGS` against the cluster of `kubeconfig`, stdin closed (no terminal).
+fn skewer(kubeconfig: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Output> {
+    Ok(Command::new(skewer_bin())
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .env("NO_COLOR", "1")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()?)
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The commit a bare repository's `main` is at.
+fn head(bare: &Path) -> Result<String> {
+    run(
+        "git",
+        &["-C", &bare.display().to_string(), "rev-parse", "main"],
+    )
+}
+
+#[tokio::test]
+async fn bootstrap_installs_skewer_which_then_manages_itself() -> Result<()> {
+    let name = unique("boot");
+    let kc_path = cluster(&name)?;
+    let result = bootstrap_flow(&kc_path).await;
+    stop_cluster(&name)?;
+    result
+}
+
+async fn bootstrap_flow(admin: &Path) -> Result<()> {
+    // A person of their own, so that the audit log tells their requests from the controller
+    // manager's.
+    let kubeconfig =
+        &skewer_e2e::kubeconfig_as(admin, "platform-engineer", Some("system:masters"))?;
+    let kubeconfig = kubeconfig.as_path();
+    let (user, password) = ("fleet-bot", "pa55-w0rd-never-in-git");
+    let git = GitServer::start_http_with(&HttpOptions {
+        basic: Some((user.into(), password.into())),
+        tls: true,
+        ..Default::default()
+    })?;
+    let (url, bare) = git.empty_repo("fleet")?;
+    let scratch = tempfile::tempdir()?;
+    let ca = scratch.path().join("ca.pem");
+    std::fs::write(&ca, git.ca_pem().context("CA")?)?;
+    let ca = ca.display().to_string();
+    let boot = |version: &str| -> Result<std::process::Child> {
+        Ok(Command::new(skewer_bin())
+            .args([
+                "bootstrap",
+                "git",
+                "--url",
+                &url,
+                "--branch",
+                "main",
+                "--path",
+            ])
+            .args([
+                "clusters/boot",
+                "--username",
+                user,
+                "--ca-file",
+                &ca,
+                "--timeout",
+                "2m",
+            ])
+            .args(["--version", version])
+            .env("KUBECONFIG", kubeconfig)
+            .env("SKEWER_GIT_PASSWORD", password)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?)
+    };
+    let c = skewer_e2e::client(kubeconfig).await?;
+
+    // 1. Into an empty cluster, from an empty repository.
+    let started = Instant::now();
+    let mut first = boot("v0.1.0")?;
+    // skewer's Pod cannot run without a kubelet: a `skewer run` stands in for it, started once
+    // bootstrap has applied the CRDs (as the Pod would start once its Deployment exists).
+    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+    let deadline = Instant::now() + WAIT;
+    while crds.get_opt("kustomizations.skewer.dev").await?.is_none() {
+        if first.try_wait()?.is_some() || Instant::now() > deadline {
+            let _ = first.kill();
+            bail!(
+                "bootstrap applied no CRDs: {}",
+                text(&first.wait_with_output()?)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let daemon = admin.with_file_name("skewer.kubeconfig");
+    let _skewer = Skewer::start_on(&daemon, "skewer-system", &[])?;
+    let out = first.wait_with_output()?;
+    ensure!(out.status.success(), "first bootstrap: {}", text(&out));
+    println!("bootstrap into an empty cluster: {:?}", started.elapsed());
+    let commit = head(&bare)?;
+    let tree = run(
+        "git",
+        &[
+            "-C",
+            &bare.display().to_string(),
+            "ls-tree",
+            "-r",
+            "--name-only",
+            "main",
+        ],
+    )?;
+    assert_eq!(
+        tree.lines().collect::<Vec<_>>(),
+        [
+            "clusters/boot/skewer-system/components.yaml",
+            "clusters/boot/skewer-system/kustomization.yaml",
+            "clusters/boot/skewer-system/sync.yaml"
+        ]
+    );
+    let grep = Command::new("git")
+        .args([
+            "-C",
+            &bare.display().to_string(),
+            "grep",
+            "-q",
+            password,
+            "main",
+        ])
+        .status()?;
+    assert!(!grep.success(), "the password is in Git");
+    let ks = status(&c, "skewer-system", "skewer-system").await?;
+    let inventory = inventory_ids(&ks);
+    for id in [
+        "skewer-system_skewer_apps_Deployment",
+        "_skewer-system__Namespace",
+        "_kustomizations.skewer.dev_apiextensions.k8s.io_CustomResourceDefinition",
+        "skewer-system_skewer-system_skewer.dev_Kustomization",
+    ] {
+        assert!(
+            inventory.iter().any(|i| i == id),
+            "{id} not in {inventory:?}"
+        );
+    }
+    assert!(
+        ks.last_applied_revision
+            .as_deref()
+            .is_some_and(|r| r.ends_with(&commit))
+    );
+    let secret = kc_on(
+        kubeconfig,
+        &[
+            "-n",
+            "skewer-system",
+            "get",
+            "secret",
+            "skewer-system",
+            "-o",
+            "jsonpath={.data.username}",
+        ],
+    )?;
+    assert_eq!(secret, skewer_e2e::base64(user.as_bytes()));
+
+    // 2. Again: no commit, nothing written to the cluster (dry runs only).
+    let before = audited_on(kubeconfig, "platform-engineer", None)?.len();
+    let out = boot("v0.1.0")?.wait_with_output()?;
+    ensure!(out.status.success(), "second bootstrap: {}", text(&out));
+    assert_eq!(head(&bare)?, commit, "the second bootstrap made a commit");
+    let writes: Vec<_> = audited_on(kubeconfig, "platform-engineer", None)?
+        .into_iter()
+        .skip(before)
+        .filter(|a| matches!(a.verb.as_str(), "create" | "update" | "patch" | "delete"))
+        .filter(|a| !a.uri.contains("dryRun"))
+        .collect();
+    assert!(writes.is_empty(), "the second bootstrap wrote: {writes:?}");
+
+    // 3. A commit that changes skewer's own Deployment is applied by skewer itself.
+    let work = scratch.path().join("work");
+    let auth_url = url.replacen("https://", &format!("https://{user}:{password}@"), 1);
+    let git_env = [("GIT_SSL_CAINFO", ca.as_str())];
+    let sh = |args: &[&str]| -> Result<String> {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&work)
+            .envs(git_env)
+            .output()?;
+        ensure!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    std::fs::create_dir_all(&work)?;
+    sh(&["clone", "-q", &auth_url, "."])?;
+    let components = work.join("clusters/boot/skewer-system/components.yaml");
+    let yaml = std::fs::read_to_string(&components)?;
+    std::fs::write(
+        &components,
+        yaml.replace("skewer:v0.1.0", "skewer:v0.1.1-rc"),
+    )?;
+    std::fs::create_dir_all(work.join("clusters/boot/apps"))?;
+    std::fs::write(
+        work.join("clusters/boot/apps/settings.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: default}\ndata: {tier: gold}\n",
+    )?;
+    sh(&["add", "-A"])?;
+    sh(&[
+        "-c",
+        "user.name=dev",
+        "-c",
+        "user.email=dev@example.com",
+        "commit",
+        "-qm",
+        "skewer v0.1.1-rc",
+    ])?;
+    sh(&["push", "-q", "origin", "HEAD:main"])?;
+    let out = skewer(
+        kubeconfig,
+        &[
+            "reconcile",
+            "ks/skewer-system",
+            "-n",
+            "skewer-system",
+            "--with-source",
+            "--wait=1m",
+        ],
+        &[],
+    )?;
+    ensure!(out.status.success(), "reconcile: {}", text(&out));
+    let deployments: Api<Deployment> = Api::namespaced(c.clone(), "skewer-system");
+    let image = |d: &Deployment| {
+        d.spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .and_then(|p| p.containers.first())
+            .and_then(|c| c.image.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        image(&deployments.get("skewer").await?),
+        "ghcr.io/skewer-dev/skewer:v0.1.1-rc"
+    );
+
+    // 4. `kubectl edit` of skewer's Deployment is healed.
+    kc_on(
+        kubeconfig,
+        &[
+            "-n",
+            "skewer-system",
+            "set",
+            "image",
+            "deployment/skewer",
+            "skewer=evil:latest",
+        ],
+    )?;
+    eventually("skewer's Deployment healed", WAIT, || async {
+        let d = deployments.get("skewer").await?;
+        Ok((image(&d) == "ghcr.io/skewer-dev/skewer:v0.1.1-rc").then_some(()))
+    })
+    .await?;
+
+    // 5. `skewer tree` shows skewer's own objects; `get` lists its source.
+    let out = skewer(
+        kubeconfig,
+        &["tree", "ks/skewer-system", "-n", "skewer-system"],
+        &[],
+    )?;
+    ensure!(out.status.success(), "tree: {}", text(&out));
+    let tree = stdout(&out);
+    assert!(
+        tree.starts_with("Kustomization/skewer-system/skewer-system  Ready\n"),
+        "{tree}"
+    );
+    assert!(
+        tree.contains("── Deployment/skewer-system/skewer  "),
+        "{tree}"
+    );
+    assert!(
+        tree.contains("── ConfigMap/default/settings  Current"),
+        "{tree}"
+    );
+    let out = skewer(kubeconfig, &["get", "sources", "-n", "skewer-system"], &[])?;
+    assert!(
+        stdout(&out).contains("GitRepository  skewer-system  True"),
+        "{}",
+        text(&out)
+    );
+
+    // 6. Uninstall without --yes and without a terminal refuses, and deletes nothing.
+    let out = skewer(kubeconfig, &["uninstall"], &[])?;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Pass --yes"),
+        "{}",
+        text(&out)
+    );
+    assert!(crds.get_opt("kustomizations.skewer.dev").await?.is_some());
+
+    // 7. With --yes: skewer and its CRDs go, the workloads it applied stay.
+    drop(_skewer);
+    let out = skewer(kubeconfig, &["uninstall", "--yes"], &[])?;
+    ensure!(out.status.success(), "uninstall: {}", text(&out));
+    eventually("skewer's CRDs gone", WAIT, || async {
+        Ok(crds
+            .get_opt("kustomizations.skewer.dev")
+            .await?
+            .is_none()
+            .then_some(()))
+    })
+    .await?;
+    assert!(deployments.get_opt("skewer").await?.is_none());
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
+    assert!(
+        cms.get_opt("settings").await?.is_some(),
+        "a managed workload was deleted"
+    );
+    Ok(())
+}
+
+/// A repository with a ConfigMap and a Secret under `app/`, a Kustomization `web` applying it.
+async fn synced_app(prefix: &str) -> Result<(String, skewer_e2e::Repo, Skewer, kube::Client)> {
+    let ns = skewer_e2e::namespace(prefix)?;
+    let git = Box::leak(Box::new(GitServer::start()?));
+    let repo = git.repo("app")?;
+    repo.write("app/settings.yaml", &settings(&ns, "blue"))?;
+    repo.write("app/db.yaml", &db(&ns, "hunter2"))?;
+    let commit = repo.commit("one")?;
+    let skewer = Skewer::start(&ns)?;
+    git_repository(&ns, "app", &repo.url)?;
+    kustomization(&ns, "web", "app", "./app", "  prune: true\n")?;
+    let c = client().await;
+    wait_applied(&c, &ns, "web", &commit).await?;
+    Ok((ns, repo, skewer, c))
+}
+
+fn settings(ns: &str, color: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings, namespace: {ns}}}\ndata: {{color: {color}, size: large}}\n"
+    )
+}
+
+fn db(ns: &str, password: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: db, namespace: {ns}}}\nstringData: {{password: {password}, user: admin}}\n"
+    )
+}
+
+#[tokio::test]
+async fn diff_names_the_changed_field_and_exits_1_until_applied() -> Result<()> {
+    let (ns, repo, _skewer, c) = synced_app("cli-diff").await?;
+    let hub = skewer_e2e::hub();
+    let dir = repo.work.path().join("app");
+    let dir = dir.display().to_string();
+    let diff = || {
+        skewer(
+            hub,
+            &["diff", &dir, "--kustomization", "web", "-n", &ns],
+            &[],
+        )
+    };
+
+    let out = diff()?;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(stdout(&out), "no differences\n");
+
+    // A local edit of one field, and of a Secret's value.
+    repo.write("app/settings.yaml", &settings(&ns, "green"))?;
+    repo.write("app/db.yaml", &db(&ns, "correct-horse"))?;
+    let out = diff()?;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let got = stdout(&out);
+    assert_eq!(
+        got,
+        format!(
+            "~ Secret/{ns}/db\n  data.password: *** (masked, before) → *** (masked, after)\n\
+             ~ ConfigMap/{ns}/settings\n  data.color: blue → green\n"
+        )
+    );
+    for secret in [
+        "hunter2",
+        "correct-horse",
+        "aHVudGVyMg",
+        "Y29ycmVjdC1ob3JzZQ",
+    ] {
+        assert!(!got.contains(secret), "{got}");
+    }
+    // A file removed from the source: its object would be pruned.
+    repo.remove("app/db.yaml")?;
+    let out = diff()?;
+    assert!(
+        stdout(&out).contains(&format!("- Secret/{ns}/db (pruned)")),
+        "{}",
+        text(&out)
+    );
+    repo.write("app/db.yaml", &db(&ns, "correct-horse"))?;
+
+    // Applied through Git: nothing differs any more.
+    let commit = repo.commit("two")?;
+    let out = skewer(
+        hub,
+        &["reconcile", "ks/web", "-n", &ns, "--with-source", "--wait"],
+        &[],
+    )?;
+    ensure!(out.status.success(), "reconcile: {}", text(&out));
+    wait_applied(&c, &ns, "web", &commit).await?;
+    let out = diff()?;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    // Wrong names say what to do next, with exit code 3.
+    let out = skewer(
+        hub,
+        &["diff", &dir, "--kustomization", "nope", "-n", &ns],
+        &[],
+    )?;
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("skewer get kustomizations -A"),
+        "{}",
+        text(&out)
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn everyday_commands_read_and_steer_a_kustomization() -> Result<()> {
+    let (ns, _repo, _skewer, _c) = synced_app("cli-day").await?;
+    let hub = skewer_e2e::hub();
+    let run_ok = |args: &[&str]| -> Result<String> {
+        let out = skewer(hub, args, &[])?;
+        ensure!(out.status.success(), "skewer {args:?}: {}", text(&out));
+        Ok(stdout(&out))
+    };
+
+    let tree = run_ok(&["tree", "ks/web", "-n", &ns])?;
+    assert_eq!(
+        tree,
+        format!(
+            "Kustomization/{ns}/web  Ready\n├── Secret/{ns}/db  Current\n└── ConfigMap/{ns}/settings  Current\n"
+        )
+    );
+    let events = run_ok(&["events", "--for", "ks/web", "-n", &ns])?;
+    assert!(events.starts_with("LAST SEEN  TYPE"), "{events}");
+    assert!(events.contains("Kustomization/web"), "{events}");
+
+    assert_eq!(
+        run_ok(&["suspend", "ks/web", "-n", &ns])?,
+        "kustomization/web: suspended\n"
+    );
+    let table = run_ok(&["get", "ks", "-n", &ns])?;
+    assert!(
+        table
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("web   Suspended")),
+        "{table}"
+    );
+    assert_eq!(
+        run_ok(&["resume", "ks/web", "-n", &ns])?,
+        "kustomization/web: resumed\n"
+    );
+    let line = run_ok(&["reconcile", "ks/web", "-n", &ns, "--wait=30s"])?;
+    assert!(line.starts_with("kustomization/web: "), "{line}");
+
+    // Mistakes: exit 2 for the command line, 3 for a missing object, with what to do.
+    let out = skewer(hub, &["reconcile", "deploy/web"], &[])?;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("ks/<name>"),
+        "{}",
+        text(&out)
+    );
+    let out = skewer(hub, &["suspend", "ks/missing", "-n", &ns], &[])?;
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("does not exist"),
+        "{}",
+        text(&out)
+    );
+
+    let bash = run_ok(&["completion", "bash"])?;
+    assert!(
+        bash.contains("bootstrap") && bash.contains("complete"),
+        "{bash}"
+    );
+    Ok(())
+}
+
+/// Waits for the ConfigMap `name` to hold `color` through a watch; returns when it did.
+async fn seen(cms: &Api<ConfigMap>, name: &str, want: Option<&str>) -> Result<Instant> {
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = watcher(cms.clone(), config).boxed();
+    let deadline = tokio::time::sleep(Duration::from_secs(30));
+    tokio::pin!(deadline);
+    let mut present: Option<String> = None;
+    loop {
+        tokio::select! {
+            () = &mut deadline => bail!("{name}: {want:?} not seen (last {present:?})"),
+            e = events.try_next() => match e? {
+                Some(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) => {
+                    present = cm.data.and_then(|d| d.get("color").cloned());
+                }
+                Some(watcher::Event::Delete(_)) => present = None,
+                Some(watcher::Event::InitDone) | Some(watcher::Event::Init) => {}
+                None => bail!("watch ended"),
+            },
+        }
+        if present.as_deref() == want {
+            return Ok(Instant::now());
+        }
+    }
+}
+
+#[tokio::test]
+async fn dev_applies_each_save_and_prunes_deleted_files() -> Result<()> {
+    let ns = skewer_e2e::namespace("cli-dev")?;
+    let dir = tempfile::tempdir()?;
+    let cm = |name: &str, color: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {ns}}}\ndata: {{color: {color}}}\n"
+        )
+    };
+    std::fs::write(dir.path().join("a.yaml"), cm("a", "c0"))?;
+    std::fs::write(dir.path().join("b.yaml"), cm("b", "keep"))?;
+    let mut dev = Command::new(skewer_bin())
+        .args(["dev", &dir.path().display().to_string(), "-n", &ns])
+        .env("KUBECONFIG", skewer_e2e::hub())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let c = client().await;
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), &ns);
+    let result = async {
+        seen(&cms, "a", Some("c0")).await?;
+        seen(&cms, "b", Some("keep")).await?;
+        let mut took = Vec::new();
+        for i in 1..=10 {
+            let color = format!("c{i}");
+            let watching = seen(&cms, "a", Some(&color));
+            tokio::pin!(watching);
+            // The watch is established before the save (its first poll lists).
+            let _ = futures::poll!(&mut watching);
+            let saved = Instant::now();
+            std::fs::write(dir.path().join("a.yaml"), cm("a", &color))?;
+            let at = watching.await?;
+            took.push(at.duration_since(saved));
+        }
+        took.sort();
+        println!(
+            "skewer dev save → applied over {} saves: p50 {:?}, max {:?}",
+            took.len(),
+            took[took.len() / 2],
+            took[took.len() - 1]
+        );
+        assert!(
+            took[took.len() / 2] < Duration::from_millis(1000),
+            "{took:?}"
+        );
+        std::fs::remove_file(dir.path().join("b.yaml"))?;
+        seen(&cms, "b", None).await?;
+        let owner = cms.get("a").await?.metadata.labels.unwrap_or_default();
+        assert_eq!(
+            owner.get("skewer.dev/name").map(String::as_str),
+            Some(dir_name(dir.path()).as_str())
+        );
+        anyhow::Ok(())
+    }
+    .await;
+    let _ = dev.kill();
+    let _ = dev.wait();
+    result
+}
+
+fn dir_name(p: &Path) -> String {
+    let base = p
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let base: String = base
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    format!("dev-{}", base.trim_matches('-'))
+}
