@@ -374,6 +374,9 @@ async fn wait_ready(client: &kube::Client, commit: &str, timeout: Duration) -> R
 struct Git {
     dir: PathBuf,
     env: Vec<(String, String)>,
+    /// Runs between commit and push: lets a test move the branch at the worst moment.
+    #[cfg(test)]
+    before_push: Option<Box<dyn Fn()>>,
 }
 
 /// Pushes refused as not fast-forward are tried this many times, each on a fresh fetch.
@@ -426,6 +429,8 @@ impl Git {
         let git = Self {
             dir: dir.to_path_buf(),
             env,
+            #[cfg(test)]
+            before_push: None,
         };
         git.run(&["init", "-q"])?;
         git.run(&["remote", "add", "origin", &b.url])?;
@@ -498,6 +503,10 @@ impl Git {
                 b.path
             );
             self.run(&["commit", "-q", "-m", &message])?;
+            #[cfg(test)]
+            if let Some(f) = &self.before_push {
+                f();
+            }
             let refspec = format!("HEAD:refs/heads/{}", b.branch);
             match self.run(&["push", "-q", "origin", &refspec]) {
                 Ok(_) => return Ok((self.run(&["rev-parse", "HEAD"])?, true)),
@@ -600,6 +609,108 @@ mod tests {
         ] {
             assert!(names.iter().any(|n| n == want), "{want} not in {names:?}");
         }
+    }
+
+    fn sh(dir: &Path, args: &[&str]) {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    }
+
+    /// Another writer pushes between bootstrap's commit and its push: the push is refused as
+    /// not fast-forward, and bootstrap fetches again, commits on top and pushes.
+    #[test]
+    fn a_push_refused_because_the_branch_moved_is_retried_on_a_fresh_fetch() {
+        let root = tempfile::tempdir().unwrap();
+        let bare = root.path().join("fleet.git");
+        std::fs::create_dir(&bare).unwrap();
+        sh(&bare, &["init", "-q", "--bare", "--initial-branch=main"]);
+        let other = root.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        let url = format!("file://{}", bare.display());
+        sh(&other, &["init", "-q", "--initial-branch=main"]);
+        sh(&other, &["remote", "add", "origin", &url]);
+        let commit = |name: &str| {
+            std::fs::write(other.join(name), name).unwrap();
+            sh(&other, &["add", "-A"]);
+            sh(
+                &other,
+                &[
+                    "-c",
+                    "user.name=o",
+                    "-c",
+                    "user.email=o@x",
+                    "commit",
+                    "-qm",
+                    name,
+                ],
+            );
+            sh(&other, &["push", "-q", "origin", "HEAD:main"]);
+        };
+        commit("README");
+        let b = Bootstrap {
+            url: url.clone(),
+            credentials: Credentials::None,
+            ..sample()
+        };
+        let work = tempfile::tempdir().unwrap();
+        let mut git = Git::new(work.path(), &b).unwrap();
+        let other_dir = other.clone();
+        let pushes = std::rc::Rc::new(std::cell::Cell::new(0));
+        let counted = pushes.clone();
+        git.before_push = Some(Box::new(move || {
+            counted.set(counted.get() + 1);
+            if counted.get() == 1 {
+                std::fs::write(other_dir.join("app.yaml"), "x").unwrap();
+                sh(&other_dir, &["add", "-A"]);
+                sh(
+                    &other_dir,
+                    &[
+                        "-c",
+                        "user.name=o",
+                        "-c",
+                        "user.email=o@x",
+                        "commit",
+                        "-qm",
+                        "app",
+                    ],
+                );
+                sh(&other_dir, &["push", "-q", "origin", "HEAD:main"]);
+            }
+        }));
+        let progress = Progress::start("test");
+        let (head, pushed) = git
+            .commit_and_push(&files(&b).unwrap(), &b, &progress)
+            .unwrap();
+        assert!(pushed);
+        assert_eq!(pushes.get(), 2, "one refused push, one that landed");
+        let check = tempfile::tempdir().unwrap();
+        sh(check.path(), &["clone", "-q", &url, "."]);
+        for f in [
+            "README",
+            "app.yaml",
+            "clusters/prod/skewer-system/sync.yaml",
+        ] {
+            assert!(check.path().join(f).exists(), "{f} is not on main");
+        }
+        let out = Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .current_dir(check.path())
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), head);
+        // Nothing changed since: no commit, no push.
+        let work2 = tempfile::tempdir().unwrap();
+        let again = Git::new(work2.path(), &b).unwrap();
+        let (same, pushed) = again
+            .commit_and_push(&files(&b).unwrap(), &b, &progress)
+            .unwrap();
+        assert!(!pushed);
+        assert_eq!(same, head);
     }
 
     #[test]
