@@ -101,3 +101,28 @@ pub async fn delete_kustomization(ks: &Api<Kustomization>, name: &str, uid: &str
     .context("Kustomization not deleted in 60 s")??;
     Ok(())
 }
+
+/// Waits through a watch until ConfigMap `name` holds `want` under `key` (with `want` `None`:
+/// until it is gone); returns the moment the watch saw it.
+pub async fn configmap_value(
+    api: &Api<k8s_openapi::api::core::v1::ConfigMap>,
+    name: &str,
+    key: &str,
+    want: Option<&str>,
+    limit: Duration,
+) -> Result<std::time::Instant> {
+    let holds = |cm: Option<&k8s_openapi::api::core::v1::ConfigMap>| {
+        cm.and_then(|c| c.data.as_ref())
+            .and_then(|d| d.get(key))
+            .map(String::as_str)
+            == want
+            && (want.is_some() || cm.is_none())
+    };
+    tokio::time::timeout(
+        limit,
+        kube::runtime::wait::await_condition(api.clone(), name, holds),
+    )
+    .await
+    .with_context(|| format!("ConfigMap {name}: {key} not {want:?} within {limit:?}"))??;
+    Ok(std::time::Instant::now())
+}

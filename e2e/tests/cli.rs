@@ -10,12 +10,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail, ensure};
 use common::*;
-use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
-use kube::runtime::watcher;
 use skewer_e2e::git::{GitServer, HttpOptions, run};
 use skewer_e2e::{
     Skewer, audited_on, cluster, eventually, kc_on, skewer_bin, stop_cluster, unique,
@@ -520,29 +518,8 @@ async fn everyday_commands_read_and_steer_a_kustomization() -> Result<()> {
     Ok(())
 }
 
-/// Waits for the ConfigMap `name` to hold `color` through a watch; returns when it did.
 async fn seen(cms: &Api<ConfigMap>, name: &str, want: Option<&str>) -> Result<Instant> {
-    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut events = watcher(cms.clone(), config).boxed();
-    let deadline = tokio::time::sleep(Duration::from_secs(30));
-    tokio::pin!(deadline);
-    let mut present: Option<String> = None;
-    loop {
-        tokio::select! {
-            () = &mut deadline => bail!("{name}: {want:?} not seen (last {present:?})"),
-            e = events.try_next() => match e? {
-                Some(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) => {
-                    present = cm.data.and_then(|d| d.get("color").cloned());
-                }
-                Some(watcher::Event::Delete(_)) => present = None,
-                Some(watcher::Event::InitDone) | Some(watcher::Event::Init) => {}
-                None => bail!("watch ended"),
-            },
-        }
-        if present.as_deref() == want {
-            return Ok(Instant::now());
-        }
-    }
+    skewer_e2e::objects::configmap_value(cms, name, "color", want, Duration::from_secs(30)).await
 }
 
 #[tokio::test]
