@@ -136,6 +136,21 @@ enum Command {
     /// nested Kustomizations are expanded.
     #[command(after_help = "Example:\n  skewer tree ks/skewer-system -n skewer-system")]
     Tree(TargetArgs),
+    /// Where an object came from: the Kustomization or Application that applied it, its
+    /// source and the revision applied, the commit's author and message (Git), and the file
+    /// and document within the source.
+    #[command(
+        after_help = "Examples:\n  skewer why configmap/settings -n team-a\n  skewer why deployment.apps/web -n shop -o json"
+    )]
+    Why {
+        /// `<kind>/<name>`: a kind (`ConfigMap`), its plural, `plural.group`, or a short name
+        /// (`cm`, `deploy`, `svc`, …).
+        target: String,
+        #[arg(long, short = 'n', default_value = "default")]
+        namespace: String,
+        #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// The Events skewer recorded, oldest first.
     #[command(after_help = "Example:\n  skewer events --for ks/web -n apps")]
     Events {
@@ -708,6 +723,21 @@ async fn dispatch(command: Command) -> Result<Exit> {
                 .await
                 .map_err(ended)?;
             print!("{}", skewer_agent::cli::tree::render(&root));
+        }
+        Command::Why {
+            target,
+            namespace,
+            output,
+        } => {
+            let client = hub_client().await?;
+            let answer = skewer_agent::cli::why::why(&client, &namespace, &target)
+                .await
+                .map_err(ended)?;
+            match output {
+                Output::Table => print!("{}", skewer_agent::cli::why::render(&answer)),
+                Output::Json => println!("{}", serde_json::to_string_pretty(&answer)?),
+                Output::Yaml => print!("{}", serde_saphyr::to_string(&answer)?),
+            }
         }
         Command::Events { only, list } => {
             let client = hub_client().await?;

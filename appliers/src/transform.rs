@@ -10,6 +10,10 @@ use crate::object::Manifest;
 
 pub const OWNER_NAME: &str = "skewer.dev/name";
 pub const OWNER_NAMESPACE: &str = "skewer.dev/namespace";
+/// Where an applied object came from in its source: `path/in/source.yaml#<document>`. Set
+/// with the owner labels; it changes only when the object moves within the source, so it
+/// costs no write per revision.
+pub const ORIGIN: &str = "skewer.dev/origin";
 
 /// Who owns the applied objects: the Kustomization's (or Application's) name and namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,8 +108,12 @@ impl Transform {
         if !labels.is_empty() {
             insert_all(meta, "labels", labels);
         }
-        if !self.annotations.is_empty() {
-            insert_all(meta, "annotations", self.annotations.clone());
+        let origin = owner
+            .filter(|_| !m.origin.is_empty())
+            .map(|_| (ORIGIN.to_string(), m.origin.clone()));
+        if !self.annotations.is_empty() || origin.is_some() {
+            let annotations = self.annotations.clone().into_iter().chain(origin);
+            insert_all(meta, "annotations", annotations);
         }
     }
 }
@@ -114,6 +122,26 @@ impl Transform {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn owned_objects_record_their_origin_and_others_do_not() {
+        let owner = Owner {
+            name: "apps".into(),
+            namespace: "flux".into(),
+        };
+        let mut cm = Manifest {
+            origin: "apps/web.yaml#2".into(),
+            object: json!({"kind": "ConfigMap", "metadata": {"name": "c"}}),
+        };
+        let mut preview = cm.clone();
+        Transform::default().apply(&mut cm, true, Some(&owner));
+        assert_eq!(
+            cm.object["metadata"]["annotations"][ORIGIN],
+            "apps/web.yaml#2"
+        );
+        Transform::default().apply(&mut preview, true, None);
+        assert!(preview.object["metadata"].get("annotations").is_none());
+    }
 
     #[test]
     fn sets_namespace_labels_and_owner() {

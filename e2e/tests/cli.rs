@@ -456,7 +456,7 @@ async fn diff_names_the_changed_field_and_exits_1_until_applied() -> Result<()> 
 
 #[tokio::test]
 async fn everyday_commands_read_and_steer_a_kustomization() -> Result<()> {
-    let (ns, _repo, _skewer, _c) = synced_app("cli-day").await?;
+    let (ns, repo, _skewer, _c) = synced_app("cli-day").await?;
     let hub = skewer_e2e::hub();
     let run_ok = |args: &[&str]| -> Result<String> {
         let out = skewer(hub, args, &[])?;
@@ -471,14 +471,70 @@ async fn everyday_commands_read_and_steer_a_kustomization() -> Result<()> {
             "Kustomization/{ns}/web  Ready\n├── Secret/{ns}/db  Current\n└── ConfigMap/{ns}/settings  Current\n"
         )
     );
+    // Provenance: the file, document and commit that produced an object.
+    let why = run_ok(&["why", "configmap/settings", "-n", &ns])?;
+    let commit = skewer_e2e::git::run(
+        "git",
+        &[
+            "-C",
+            &repo.work.path().display().to_string(),
+            "rev-parse",
+            "HEAD",
+        ],
+    )?;
+    assert_eq!(
+        why,
+        format!(
+            "ConfigMap/{ns}/settings\n  owner     Kustomization/{ns}/web  (Ready)\n  source    GitRepository/{ns}/app  {url}\n  revision  main@sha1:{commit}\n  commit    e2e <e2e@skewer.dev>: one\n  file      app/settings.yaml, document 1\n",
+            url = repo.url
+        )
+    );
+    let out = skewer(hub, &["why", "cm/nothing-here", "-n", &ns], &[])?;
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("does not exist"),
+        "{}",
+        text(&out)
+    );
+
     let events = run_ok(&["events", "--for", "ks/web", "-n", &ns])?;
     assert!(events.starts_with("LAST SEEN  TYPE"), "{events}");
     assert!(events.contains("Kustomization/web"), "{events}");
 
+    // `get --watch` prints the table, then each object again when it changes.
+    let mut watching = Command::new(skewer_bin())
+        .args(["get", "ks", "-n", &ns, "--watch"])
+        .env("KUBECONFIG", hub)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout_pipe = watching.stdout.take().context("stdout")?;
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(stdout_pipe)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = |what: &str| -> Result<String> {
+        rx.recv_timeout(Duration::from_secs(20))
+            .with_context(|| format!("get --watch printed no {what}"))
+    };
+    assert!(next("header")?.starts_with("NAME  READY"));
+    assert!(next("row")?.starts_with("web   True"));
     assert_eq!(
         run_ok(&["suspend", "ks/web", "-n", &ns])?,
         "kustomization/web: suspended\n"
     );
+    let changed = next("changed row")?;
+    assert!(changed.starts_with("web   Suspended"), "{changed}");
+    let _ = watching.kill();
+    let _ = watching.wait();
     let table = run_ok(&["get", "ks", "-n", &ns])?;
     assert!(
         table
@@ -592,4 +648,46 @@ fn dir_name(p: &Path) -> String {
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
     format!("dev-{}", base.trim_matches('-'))
+}
+
+#[tokio::test]
+async fn why_names_the_artifact_revision_and_file_of_an_oci_source() -> Result<()> {
+    let ns = skewer_e2e::namespace("cli-why-oci")?;
+    let registry = skewer_e2e::registry::Registry::start()?;
+    let dir = tempfile::tempdir()?;
+    std::fs::create_dir_all(dir.path().join("apps"))?;
+    std::fs::write(
+        dir.path().join("apps/all.yaml"),
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: first, namespace: {ns}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: second, namespace: {ns}}}\ndata: {{k: v}}\n"
+        ),
+    )?;
+    let url = registry.url("platform");
+    registry.push_with_skewer(&url, "v1.0.0", dir.path(), &[])?;
+    let _skewer = Skewer::start(&ns)?;
+    skewer_e2e::kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: OCIRepository\nmetadata: {{name: platform, namespace: {ns}}}\nspec:\n  url: {url}\n  insecure: true\n  interval: 1h\n  ref: {{tag: v1.0.0}}\n---\napiVersion: skewer.dev/v1alpha1\nkind: Kustomization\nmetadata: {{name: platform, namespace: {ns}}}\nspec:\n  sourceRef: {{kind: OCIRepository, name: platform}}\n  path: ./apps\n  interval: 1h\n"
+    ))?;
+    let c = client().await;
+    let st = eventually("the OCI Kustomization Ready", WAIT, || async {
+        let st = status(&c, &ns, "platform").await?;
+        Ok((ready(&st).map(|r| r.0) == Some("True")).then_some(st))
+    })
+    .await?;
+    let revision = st.last_applied_revision.context("a revision")?;
+    assert!(revision.starts_with("v1.0.0@sha256:"), "{revision}");
+    let out = skewer(
+        skewer_e2e::hub(),
+        &["why", "configmap/second", "-n", &ns, "-o", "json"],
+        &[],
+    )?;
+    ensure!(out.status.success(), "{}", text(&out));
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(answer["owner"], format!("Kustomization/{ns}/platform"));
+    assert_eq!(answer["source"], format!("OCIRepository/{ns}/platform"));
+    assert_eq!(answer["revision"], revision);
+    assert_eq!(answer["file"], "apps/all.yaml");
+    assert_eq!(answer["document"], 2);
+    assert_eq!(answer["author"], serde_json::Value::Null);
+    Ok(())
 }

@@ -98,7 +98,7 @@ pub fn summary(report: &SyncReport, took: Duration) -> String {
     line
 }
 
-/// Applies DIR, then again after every save, until interrupted. `on_sync` hears each line.
+/// Applies DIR, then again after every save, until interrupted; prints a line per sync.
 pub async fn run_dev(client: kube::Client, dev: Dev) -> Result<()> {
     let applier = Applier::new(client)
         .await

@@ -9,6 +9,7 @@
 //! last.
 
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -86,6 +87,16 @@ pub async fn uninstall(client: &Client, u: &Uninstall) -> Result<Vec<String>> {
     if ignore_missing(deployments.delete("skewer", &dp).await)? {
         lines.push("deleted Deployment skewer-system/skewer".into());
     }
+    // A Pod still terminating would put finalizers back, and then prune what it manages.
+    progress.set("waiting for skewer's Pods to stop");
+    if !pods_gone(client, Duration::from_secs(90)).await? {
+        return Err(Ended::new(
+            Exit::TimedOut,
+            "skewer's Pods in skewer-system did not stop within 90s; nothing else was changed. \
+             Run uninstall again once `kubectl -n skewer-system get pods` lists none",
+        )
+        .into());
+    }
     let resources = Resources::new(client.clone());
     for kind in [Kind::Kustomization, Kind::Application] {
         progress.set(&format!("releasing {}s", kind.word()));
@@ -158,6 +169,22 @@ pub async fn uninstall(client: &Client, u: &Uninstall) -> Result<Vec<String>> {
     }
     progress.done(true, "uninstalled");
     Ok(lines)
+}
+
+/// Waits until no Pod of skewer's Deployment is left; `false` when `limit` passed first.
+async fn pods_gone(client: &Client, limit: Duration) -> Result<bool> {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let selected = ListParams::default().labels("app.kubernetes.io/name=skewer");
+    let deadline = skewer_appliers::wait::deadline_after(limit);
+    loop {
+        if pods.list_metadata(&selected).await?.items.is_empty() {
+            return Ok(true);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// Removes the finalizers of one object and deletes it: nothing it applied is pruned.

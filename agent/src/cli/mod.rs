@@ -13,6 +13,7 @@ pub mod install;
 pub mod push;
 pub mod term;
 pub mod tree;
+pub mod why;
 
 /// Golden files: text a person reads, checked byte for byte against `cli/testdata/<name>`.
 /// `SKEWER_BLESS=1 cargo test` rewrites them after a deliberate change (then read the diff).

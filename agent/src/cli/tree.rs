@@ -103,7 +103,7 @@ pub async fn tree(client: &Client, namespace: &str, target: &Named) -> Result<No
 }
 
 /// A Kustomization's or Application's Ready condition, as `Ready: message`.
-fn owner_state(obj: &Value) -> String {
+pub fn owner_state(obj: &Value) -> String {
     let ready = obj["status"]["conditions"]
         .as_array()
         .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"));

@@ -181,14 +181,41 @@ async fn fetch(
             let files = skewer_sources::ignore::filter(files, ignore.as_deref());
             let stored = store.put(&k, &resolved.revision, &files)?;
             store.gc(&k, &stored.digest)?;
+            // Provenance: who made the commit and why, for `skewer why` (one read of an object
+            // just fetched; a failure only leaves it out).
+            let metadata = git
+                .commit_info(&k, &resolved.commit)
+                .map(|c| commit_metadata(&c))
+                .unwrap_or_default();
             Ok(Some(Fetched {
-                artifact: source::artifact_status(stored, &k, BTreeMap::new(), served.as_deref()),
+                artifact: source::artifact_status(stored, &k, metadata, served.as_deref()),
                 verified: verified_message(&verified),
             }))
         },
     )
     .await
 }
+
+/// The artifact metadata recording a commit's author and message (cut to 1 KiB).
+pub fn commit_metadata(c: &skewer_sources::git::CommitInfo) -> BTreeMap<String, String> {
+    let mut message = c.message.clone();
+    if message.len() > 1024 {
+        let mut end = 1024;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    BTreeMap::from([
+        (COMMIT_AUTHOR.to_string(), c.author.clone()),
+        (COMMIT_MESSAGE.to_string(), message),
+    ])
+}
+
+/// `status.artifact.metadata` keys of a Git artifact.
+pub const COMMIT_AUTHOR: &str = "skewer.dev/commit-author";
+pub const COMMIT_MESSAGE: &str = "skewer.dev/commit-message";
 
 /// Runs blocking Git work on the blocking pool, failing at `deadline` (the end of the fetch's
 /// `timeout`, shared by every step of one fetch).

@@ -37,6 +37,13 @@ impl std::fmt::Display for Signed {
     }
 }
 
+/// Who made a commit and why: its author (`Name <email>`) and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitInfo {
+    pub author: String,
+    pub message: String,
+}
+
 /// A signature (if any) and the exact bytes it signs.
 #[derive(Debug, Clone)]
 pub struct SignedPayload {
@@ -169,6 +176,23 @@ impl GitFetcher {
             },
         )?;
         read_tree(&repo, &resolved.commit)
+    }
+
+    /// The author and message of a fetched commit (`hex`), for provenance.
+    pub fn commit_info(&self, key: &str, hex: &str) -> Result<CommitInfo, GitError> {
+        let repo = self.repo(key)?;
+        let read = |e: &dyn std::fmt::Display| GitError::Read {
+            commit: hex.to_string(),
+            message: e.to_string(),
+        };
+        let id = gix::ObjectId::from_hex(hex.as_bytes()).map_err(|e| read(&e))?;
+        let commit = repo.find_commit(id).map_err(|e| read(&e))?;
+        let author = commit.author().map_err(|e| read(&e))?;
+        let message = commit.message_raw().map_err(|e| read(&e))?;
+        Ok(CommitInfo {
+            author: format!("{} <{}>", author.name, author.email),
+            message: String::from_utf8_lossy(message).trim().to_string(),
+        })
     }
 
     /// The signature and signed bytes of a fetched commit, or of the annotated tag the last
