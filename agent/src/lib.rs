@@ -19,4 +19,5 @@ pub mod runtime;
 pub mod storage;
 pub mod sync;
 pub mod targets;
+pub mod ui;
 pub mod webhook;

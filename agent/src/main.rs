@@ -438,6 +438,12 @@ struct ListArgs {
     watch: bool,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum UiAuth {
+    None,
+    Kubernetes,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum Output {
     Table,
@@ -513,6 +519,15 @@ struct RunArgs {
     /// Argo CD keeps them in `argocd-secret`. Off when absent.
     #[arg(long, env = "SKEWER_ARGOCD_WEBHOOK_SECRET", value_parser = parse_secret_name)]
     argocd_webhook_secret: Option<(String, String)>,
+    /// Serve the read-only dashboard on this address (like `127.0.0.1:9393`; keep it on
+    /// loopback unless --ui-auth kubernetes); off when absent.
+    #[arg(long, env = "SKEWER_UI_ADDR")]
+    ui_addr: Option<std::net::SocketAddr>,
+    /// Who may read the dashboard: `none` (whoever reaches it sees what skewer sees) or
+    /// `kubernetes` (a bearer token checked with a TokenReview; each user sees only what they
+    /// may `get`, checked with SubjectAccessReviews).
+    #[arg(long, value_enum, default_value_t = UiAuth::None, env = "SKEWER_UI_AUTH")]
+    ui_auth: UiAuth,
     /// Address for /metrics, /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:8080", env = "SKEWER_METRICS_ADDR")]
     metrics_addr: std::net::SocketAddr,
@@ -1076,6 +1091,18 @@ async fn run(args: RunArgs) -> Result<()> {
             scope: namespace.clone(),
         };
         tokio::spawn(skewer_agent::webhook::serve(listener, ctx.clone(), argo));
+    }
+    if let Some(addr) = args.ui_addr {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("listening on {addr} (--ui-addr)"))?;
+        let kubernetes = args.ui_auth == UiAuth::Kubernetes;
+        if !addr.ip().is_loopback() && !kubernetes {
+            tracing::warn!(%addr, "the dashboard is reachable beyond this machine without --ui-auth kubernetes: anyone who reaches it sees what skewer sees");
+        }
+        let ui = skewer_agent::ui::Ui::start(ctx.client.clone(), namespace.as_deref(), kubernetes);
+        tracing::info!(%addr, auth = kubernetes, "serving the dashboard");
+        tokio::spawn(skewer_agent::ui::serve(listener, ui));
     }
     tracing::info!(namespace = namespace.as_deref().unwrap_or("<all>"), data_dir = %args.data_dir.display(), "skewer running");
     tokio::select! {

@@ -35,6 +35,8 @@ command -v gpg >/dev/null || need_pkgs+=(gnupg)
 command -v docker-registry >/dev/null || need_pkgs+=(docker-registry)
 command -v htpasswd >/dev/null || need_pkgs+=(apache2-utils)
 command -v skopeo >/dev/null || need_pkgs+=(skopeo)
+# The dashboard's tests drive a real browser (headless, through the DevTools protocol).
+command -v chromium >/dev/null || need_pkgs+=(chromium)
 
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "apt-get install ${need_pkgs[*]}"

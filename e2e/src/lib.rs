@@ -2,6 +2,7 @@
 //! daemon on loopback, and the real `skewer` binary, one process per test, each test in its
 //! own namespace so tests run in parallel without seeing each other.
 
+pub mod browser;
 pub mod git;
 pub mod hooks;
 pub mod measure;

@@ -183,7 +183,7 @@ fn sorted(mut rows: Vec<Row>) -> Vec<Row> {
     rows
 }
 
-fn kustomization_row(k: &Kustomization, now: jiff::Timestamp) -> Row {
+pub fn kustomization_row(k: &Kustomization, now: jiff::Timestamp) -> Row {
     let revision = k
         .status
         .as_ref()
@@ -206,22 +206,31 @@ pub async fn kustomizations(
 
 pub async fn sources(client: &Client, namespace: Option<&str>) -> Result<Vec<Row>, kube::Error> {
     let now = jiff::Timestamp::now();
-    let revision_of = |s: Option<&crate::api::SourceStatus>| {
-        s.and_then(|s| s.artifact.as_ref())
-            .map(|a| a.revision.clone())
-    };
     let mut rows: Vec<Row> = listed::<GitRepository>(client, namespace)
         .await?
         .iter()
-        .map(|g| row(g, g.spec.suspend, revision_of(g.status.as_ref()), now))
+        .map(|g| git_row(g, now))
         .collect();
     rows.extend(
         listed::<OCIRepository>(client, namespace)
             .await?
             .iter()
-            .map(|o| row(o, o.spec.suspend, revision_of(o.status.as_ref()), now)),
+            .map(|o| oci_row(o, now)),
     );
     Ok(sorted(rows))
+}
+
+fn stored_revision(s: Option<&crate::api::SourceStatus>) -> Option<String> {
+    s.and_then(|s| s.artifact.as_ref())
+        .map(|a| a.revision.clone())
+}
+
+pub fn git_row(g: &GitRepository, now: jiff::Timestamp) -> Row {
+    row(g, g.spec.suspend, stored_revision(g.status.as_ref()), now)
+}
+
+pub fn oci_row(o: &OCIRepository, now: jiff::Timestamp) -> Row {
+    row(o, o.spec.suspend, stored_revision(o.status.as_ref()), now)
 }
 
 pub async fn receivers(client: &Client, namespace: Option<&str>) -> Result<Vec<Row>, kube::Error> {

@@ -4,21 +4,34 @@
 
 use std::collections::BTreeSet;
 
+use futures::StreamExt as _;
 use kube::api::DynamicObject;
 use kube::{Api, Client};
 use serde_json::Value;
 use skewer_appliers::ObjectId;
 use skewer_appliers::health::{Health, health};
 use skewer_appliers::resources::Resources;
+use skewer_appliers::transform::ORIGIN;
 
 use super::control::{ControlError, Kind, Named};
 use crate::api::GROUP;
 
 /// One line of the tree and what hangs under it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Node {
     pub object: String,
     pub state: String,
+    /// Where it came from in its owner's source (`skewer.dev/origin`: `file#document`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+    /// Its API group, resource (plural) and namespace, for authorizing who may see it.
+    #[serde(skip)]
+    pub group: String,
+    #[serde(skip)]
+    pub resource: String,
+    #[serde(skip)]
+    pub namespace: String,
     pub children: Vec<Node>,
 }
 
@@ -98,7 +111,11 @@ pub async fn tree(client: &Client, namespace: &str, target: &Named) -> Result<No
     Ok(Node {
         object: id.display(),
         state: owner_state(&obj),
+        group: GROUP.into(),
+        resource: target.kind.resource().plural,
+        namespace: namespace.into(),
         children: Box::pin(children(&resources, &obj, &mut seen, 1)).await,
+        ..Default::default()
     })
 }
 
@@ -125,35 +142,52 @@ async fn children(
     depth: usize,
 ) -> Vec<Node> {
     let entries = inventory(owner);
+    // Read concurrently; nested owners are expanded one after the other (they share `seen`).
+    // Owned items: a closure over borrowed ones makes the future not provably Send for every
+    // lifetime (rust-lang/rust#102211), and the dashboard serves trees from a spawned task.
+    let read_all: Vec<Result<Read, String>> = futures::stream::iter(entries.clone())
+        .map(|(id, api_version)| async move { read(resources, &api_version, &id).await })
+        .buffered(16)
+        .collect()
+        .await;
     let mut out = Vec::with_capacity(entries.len());
-    for (id, api_version) in entries {
-        let live = read(resources, &api_version, &id).await;
+    for ((id, _), live) in entries.iter().zip(read_all) {
         let nested =
             id.group == GROUP && matches!(id.kind.as_str(), "Kustomization" | "Application");
-        let (state, kids) = match (&live, nested) {
-            (Ok(Some(obj)), true) if depth < MAX_DEPTH && seen.insert(id.clone()) => (
+        let object = live.as_ref().ok().and_then(|r| r.object.as_ref());
+        let (state, kids) = match (&live, object, nested) {
+            (Ok(_), Some(obj), true) if depth < MAX_DEPTH && seen.insert(id.clone()) => (
                 owner_state(obj),
                 Box::pin(children(resources, obj, seen, depth + 1)).await,
             ),
-            (Ok(Some(obj)), true) => (owner_state(obj), Vec::new()),
-            (Ok(obj), false) => (state_of(obj.as_ref()), Vec::new()),
-            (Ok(None), true) => ("NotFound".into(), Vec::new()),
-            (Err(e), _) => (format!("Unknown: {e}"), Vec::new()),
+            (Ok(_), Some(obj), true) => (owner_state(obj), Vec::new()),
+            (Ok(_), obj, false) => (state_of(obj), Vec::new()),
+            (Ok(_), None, true) => ("NotFound".into(), Vec::new()),
+            (Err(e), _, _) => (format!("Unknown: {e}"), Vec::new()),
         };
+        let origin = object
+            .and_then(|o| o["metadata"]["annotations"][ORIGIN].as_str())
+            .map(String::from);
         out.push(Node {
             object: id.display(),
             state,
+            origin,
+            group: id.group.clone(),
+            resource: live.map(|r| r.resource).unwrap_or_default(),
+            namespace: id.namespace.clone(),
             children: kids,
         });
     }
     out
 }
 
-async fn read(
-    resources: &Resources,
-    api_version: &str,
-    id: &ObjectId,
-) -> Result<Option<Value>, String> {
+/// An object read live, and its resource's plural name.
+struct Read {
+    object: Option<Value>,
+    resource: String,
+}
+
+async fn read(resources: &Resources, api_version: &str, id: &ObjectId) -> Result<Read, String> {
     let resolved = resources
         .resolve(api_version, &id.kind, &[])
         .await
@@ -163,7 +197,10 @@ async fn read(
         .get_opt(&id.name)
         .await
         .map_err(|e| skewer_appliers::apply::api_message(&e))?;
-    Ok(obj.map(|o| serde_json::to_value(o).unwrap_or(Value::Null)))
+    Ok(Read {
+        object: obj.map(|o| serde_json::to_value(o).unwrap_or(Value::Null)),
+        resource: resolved.resource.plural.clone(),
+    })
 }
 
 #[cfg(test)]
@@ -174,7 +211,7 @@ mod tests {
         Node {
             object: o.into(),
             state: s.into(),
-            children: vec![],
+            ..Default::default()
         }
     }
 
@@ -189,9 +226,11 @@ mod tests {
                     object: "Kustomization/team-a/apps".into(),
                     state: "Ready".into(),
                     children: vec![leaf("Deployment/team-a/web", "InProgress: 0 of 1 ready")],
+                    ..Default::default()
                 },
                 leaf("ConfigMap/team-a/gone", "NotFound"),
             ],
+            ..Default::default()
         };
         crate::cli::golden("tree.txt", &render(&root));
     }

@@ -1,0 +1,218 @@
+//! Issue 14 acceptance: the dashboard in a real browser (headless Chromium through the
+//! DevTools protocol) against the real API server, its authorization through the API server's
+//! TokenReview and SubjectAccessReview, and no Secret value anywhere in it.
+
+mod common;
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, ensure};
+use common::*;
+use skewer_e2e::browser::Browser;
+use skewer_e2e::git::{GitServer, free_port};
+use skewer_e2e::{Skewer, hub, kc, kc_apply, root};
+
+const SECRET: &str = "hunter2-dashboard-value";
+
+fn settings(ns: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings, namespace: {ns}}}\ndata: {{tier: gold}}\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: db, namespace: {ns}}}\nstringData: {{password: {SECRET}}}\n"
+    )
+}
+
+/// A plain HTTP GET on loopback: (status, body).
+fn get(port: u16, path: &str, token: Option<&str>) -> Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{auth}\r\n")?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    let code = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    Ok((
+        code,
+        out.split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default(),
+    ))
+}
+
+fn artifacts() -> std::path::PathBuf {
+    root().join("target/e2e-artifacts")
+}
+
+#[tokio::test]
+async fn the_dashboard_shows_live_state_trees_and_provenance_in_a_browser() -> Result<()> {
+    let ns = skewer_e2e::namespace("ui")?;
+    let git = GitServer::start()?;
+    let repo = git.repo("platform")?;
+    repo.write("README.md", "nothing to apply yet\n")?;
+    repo.commit("empty")?;
+    let port = free_port()?;
+    let addr = format!("127.0.0.1:{port}");
+    let _skewer = Skewer::start_with(&ns, &["--ui-addr", &addr])?;
+    git_repository(&ns, "platform", &repo.url)?;
+    kustomization(&ns, "web", "platform", "./app", "  prune: true\n")?;
+    let c = client().await;
+    wait_failed(&c, &ns, "web", |_, m| m.contains("app")).await?;
+
+    // The list, loaded once: the Kustomization is failing.
+    let mut browser = Browser::open(&format!("http://{addr}/"))?;
+    let row = format!("document.querySelector('tr[data-name=\"{ns}/web\"]')");
+    browser.wait_for(
+        "the failing row",
+        &format!("{row} && {row}.dataset.ready === 'False'"),
+        WAIT,
+    )?;
+    let rendered = browser.eval("document.body.dataset.rendered")?;
+
+    // A commit makes it Ready: the same page shows it, without a reload.
+    repo.write("app/settings.yaml", &settings(&ns))?;
+    let commit = repo.commit("add the app")?;
+    if let Err(e) = browser.wait_for(
+        "the row turning Ready",
+        &format!("{row} && {row}.dataset.ready === 'True'"),
+        WAIT,
+    ) {
+        let diag = browser.eval("document.getElementById('live').className + ' | ' + document.body.dataset.rendered + ' | ' + document.getElementById('view').textContent.slice(0, 400)")?;
+        anyhow::bail!("{e}: {diag}");
+    }
+    assert_eq!(
+        browser.eval("performance.getEntriesByType('navigation').length")?,
+        serde_json::json!(1),
+        "the page was reloaded"
+    );
+    ensure!(
+        browser.eval("document.body.dataset.rendered")? != rendered,
+        "the list was not rendered again"
+    );
+    let list_png = browser.screenshot(&artifacts().join("dashboard-list.png"))?;
+
+    // The tree: every object with its health and where it came from.
+    browser.eval(&format!(
+        "location.hash = '#/object/Kustomization/{ns}/web'"
+    ))?;
+    let node = format!("document.querySelector('li[data-object=\"ConfigMap/{ns}/settings\"]')");
+    let text = browser.wait_for(
+        "the ConfigMap in the tree",
+        &format!("{node} && {node}.textContent"),
+        WAIT,
+    )?;
+    let text = text.as_str().unwrap_or_default().to_string();
+    assert!(text.contains("Current"), "{text}");
+    assert!(text.contains("app/settings.yaml#1"), "{text}");
+    let page = browser.eval("document.getElementById('view').textContent")?;
+    let page = page.as_str().unwrap_or_default();
+    assert!(page.contains(&format!("main@sha1:{commit}")), "{page}");
+    assert!(page.contains(&format!("Secret/{ns}/db")), "{page}");
+    let tree_png = browser.screenshot(&artifacts().join("dashboard-tree.png"))?;
+
+    // Non-blank: far larger than a screenshot of an empty page.
+    browser.eval("document.body.replaceChildren(); document.body.style.background = '#fff'")?;
+    let blank = browser.screenshot(&artifacts().join("blank.png"))?;
+    assert!(
+        list_png > 3 * blank && tree_png > 3 * blank,
+        "screenshots look blank: {list_png}, {tree_png} vs {blank} bytes"
+    );
+
+    // No Secret value in any page or response.
+    let encoded = skewer_e2e::base64(SECRET.as_bytes());
+    for path in [
+        "/",
+        "/app.js",
+        "/app.css",
+        "/api/list",
+        &format!("/api/object/Kustomization/{ns}/web"),
+    ] {
+        let (code, body) = get(port, path, None)?;
+        assert_eq!(code, 200, "{path}");
+        assert!(
+            !body.contains(SECRET) && !body.contains(&encoded),
+            "{path} shows the Secret's value"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn with_kubernetes_auth_a_user_sees_only_what_they_may_get() -> Result<()> {
+    let selector = format!("ui-auth={}", skewer_e2e::unique("t"));
+    let (key, value) = selector.split_once('=').context("selector")?;
+    let home = skewer_e2e::namespace("ui-home")?;
+    let team_a = skewer_e2e::namespace("team-a")?;
+    let team_b = skewer_e2e::namespace("team-b")?;
+    for ns in [&team_a, &team_b] {
+        kc_apply(&format!(
+            "apiVersion: skewer.dev/v1alpha1\nkind: Kustomization\nmetadata: {{name: apps, namespace: {ns}, labels: {{{key}: {value}}}}}\nspec:\n  sourceRef: {{kind: GitRepository, name: missing}}\n  interval: 1h\n"
+        ))?;
+    }
+    // `nobody` (a static token of the test cluster) may read team-a's Kustomizations only.
+    kc_apply(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: read-ks, namespace: {team_a}}}\nrules:\n- {{apiGroups: [skewer.dev], resources: [kustomizations], verbs: [get, list]}}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: nobody-reads, namespace: {team_a}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: read-ks}}\nsubjects:\n- {{kind: User, name: nobody, apiGroup: rbac.authorization.k8s.io}}\n"
+    ))?;
+    let admin = std::fs::read_to_string(hub().with_file_name("admin.token"))?;
+    let nobody = format!("{}-nobody", admin.trim());
+    let port = free_port()?;
+    let addr = format!("127.0.0.1:{port}");
+    let _skewer = Skewer::start_cluster_wide(
+        &selector,
+        &home,
+        &["--ui-addr", &addr, "--ui-auth", "kubernetes"],
+    )?;
+    let list = |token: Option<&str>| get(port, "/api/list?size=500", token);
+    // Until the reflectors have listed, the list may be empty: wait for the admin's view.
+    skewer_e2e::eventually(
+        "both Kustomizations listed for the admin",
+        Duration::from_secs(30),
+        || async {
+            let (code, body) = list(Some(admin.trim()))?;
+            Ok((code == 200 && body.contains(&team_a) && body.contains(&team_b)).then_some(()))
+        },
+    )
+    .await?;
+
+    assert_eq!(list(None)?.0, 401, "no token");
+    assert_eq!(list(Some("not-a-token"))?.0, 401, "an unknown token");
+    let (code, body) = list(Some(&nobody))?;
+    assert_eq!(code, 200);
+    let page: serde_json::Value = serde_json::from_str(&body)?;
+    let names: Vec<String> = page["items"]
+        .as_array()
+        .context("items")?
+        .iter()
+        .map(|i| {
+            format!(
+                "{}/{}",
+                i["namespace"].as_str().unwrap_or_default(),
+                i["name"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    assert_eq!(names, [format!("{team_a}/apps")]);
+    assert_eq!(
+        get(
+            port,
+            &format!("/api/object/Kustomization/{team_b}/apps"),
+            Some(&nobody)
+        )?
+        .0,
+        404
+    );
+    assert_eq!(
+        get(
+            port,
+            &format!("/api/object/Kustomization/{team_a}/apps"),
+            Some(&nobody)
+        )?
+        .0,
+        200
+    );
+    let _ = kc(&["delete", "namespace", &team_a, &team_b, "--wait=false"]);
+    Ok(())
+}
