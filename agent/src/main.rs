@@ -1004,6 +1004,11 @@ async fn run(args: RunArgs) -> Result<()> {
         .await
         .context("reading the cluster configuration (KUBECONFIG or in-cluster)")?;
     let client = kube::Client::try_from(config.clone()).context("connecting to the cluster")?;
+    let hub_server = config
+        .cluster_url
+        .to_string()
+        .trim_end_matches('/')
+        .to_string();
     let namespace = args.namespace;
     let metrics = std::sync::Arc::new(metrics::Metrics::default());
     let ready = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -1100,7 +1105,16 @@ async fn run(args: RunArgs) -> Result<()> {
         if !addr.ip().is_loopback() && !kubernetes {
             tracing::warn!(%addr, "the dashboard is reachable beyond this machine without --ui-auth kubernetes: anyone who reaches it sees what skewer sees");
         }
-        let ui = skewer_agent::ui::Ui::start(ctx.client.clone(), namespace.as_deref(), kubernetes);
+        let clusters = skewer_agent::ui::Clusters {
+            hub_server: hub_server.clone(),
+            secrets_namespace: secrets_ns.clone(),
+        };
+        let ui = skewer_agent::ui::Ui::start(
+            ctx.client.clone(),
+            namespace.as_deref(),
+            kubernetes,
+            clusters,
+        );
         tracing::info!(%addr, auth = kubernetes, "serving the dashboard");
         tokio::spawn(skewer_agent::ui::serve(listener, ui));
     }

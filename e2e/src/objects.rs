@@ -126,3 +126,76 @@ pub async fn configmap_value(
     .with_context(|| format!("ConfigMap {name}: {key} not {want:?} within {limit:?}"))??;
     Ok(std::time::Instant::now())
 }
+
+/// ConfigMaps `<prefix>-00`… as one YAML stream (no namespace: the Application's).
+fn configmaps(prefix: &str, n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            format!(
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {prefix}-{i:02}\ndata:\n  index: \"{i}\"\n  payload: \"{}\"\n",
+                "x".repeat(64)
+            )
+        })
+        .collect()
+}
+
+/// `apps` Applications in `ns`, each of `objects` ConfigMaps in a directory of its own,
+/// spread over `repos` repositories of `git`, automated with prune and self-heal.
+pub fn application_fleet(
+    git: &crate::GitServer,
+    ns: &str,
+    apps: usize,
+    repos: usize,
+    objects: usize,
+) -> Result<()> {
+    let repos = repos.max(1);
+    let per_repo = apps.div_ceil(repos);
+    let mut urls = Vec::new();
+    for r in 0..repos {
+        let repo = git.repo(&format!("r{r:02}"))?;
+        for a in 0..per_repo {
+            repo.write(
+                &format!("apps/a{a:04}/cms.yaml"),
+                &configmaps(&format!("r{r:02}-a{a:04}"), objects),
+            )?;
+        }
+        repo.commit("apps")?;
+        urls.push(repo.url.clone());
+    }
+    let mut yaml = String::new();
+    for i in 0..apps {
+        let (r, a) = (i % repos, i / repos);
+        yaml.push_str(&format!(
+            "---\napiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: app-{i:04}, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: {}, path: apps/a{a:04}, targetRevision: main}}\n  syncPolicy: {{automated: {{prune: true, selfHeal: true}}}}\n",
+            urls[r]
+        ));
+    }
+    crate::kc_apply(&yaml)
+}
+
+/// Waits until `n` Applications of `ns` are Synced and Healthy (at most `limit`).
+pub async fn applications_synced(c: &Client, ns: &str, n: usize, limit: Duration) -> Result<()> {
+    use skewer_agent::api::Application;
+    let api: Api<Application> = Api::namespaced(c.clone(), ns);
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let list = api.list(&kube::api::ListParams::default()).await?;
+        let done = list
+            .items
+            .iter()
+            .filter(|a| {
+                a.status.as_ref().is_some_and(|s| {
+                    s.sync.as_ref().is_some_and(|x| x.status == "Synced")
+                        && s.health.as_ref().is_some_and(|h| h.status == "Healthy")
+                })
+            })
+            .count();
+        if done == n {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            anyhow::bail!("only {done} of {n} Applications Synced and Healthy after {limit:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}

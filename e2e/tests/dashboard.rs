@@ -111,7 +111,21 @@ async fn the_dashboard_shows_live_state_trees_and_provenance_in_a_browser() -> R
     let page = page.as_str().unwrap_or_default();
     assert!(page.contains(&format!("main@sha1:{commit}")), "{page}");
     assert!(page.contains(&format!("Secret/{ns}/db")), "{page}");
+    assert!(page.contains("e2e <e2e@skewer.dev>: add the app"), "{page}");
     let tree_png = browser.screenshot(&artifacts().join("dashboard-tree.png"))?;
+
+    // The clusters page: the hub, probed live.
+    browser.eval("location.hash = '#/clusters'")?;
+    let hub_row = "document.querySelector('tr[data-cluster=\"(hub)\"]')";
+    let hub_text = browser.wait_for(
+        "the hub on the clusters page",
+        &format!("{hub_row} && {hub_row}.textContent"),
+        WAIT,
+    )?;
+    assert!(
+        hub_text.as_str().unwrap_or_default().contains("Reachable"),
+        "{hub_text}"
+    );
 
     // Non-blank: far larger than a screenshot of an empty page.
     browser.eval("document.body.replaceChildren(); document.body.style.background = '#fff'")?;

@@ -33,6 +33,7 @@ use tokio::sync::broadcast;
 
 use crate::api::{Application, GitRepository, Kustomization, OCIRepository};
 use crate::cli::control::{Kind, Named};
+use crate::reconcilers::gitrepository::{COMMIT_AUTHOR, COMMIT_MESSAGE};
 use auth::{Authorizer, Viewer};
 
 const INDEX: &str = include_str!("assets/index.html");
@@ -48,6 +49,15 @@ pub struct Ui {
     oci: Store<OCIRepository>,
     changed: broadcast::Sender<()>,
     auth: Option<Authorizer>,
+    /// Where cluster registrations are read for the clusters page.
+    clusters: Clusters,
+}
+
+/// The hub's server URL and the namespace of cluster Secrets (`None`: every namespace).
+#[derive(Debug, Clone, Default)]
+pub struct Clusters {
+    pub hub_server: String,
+    pub secrets_namespace: Option<String>,
 }
 
 /// Keeps a reflector of `api` and announces every change on `changed`.
@@ -81,7 +91,12 @@ where
 
 impl Ui {
     /// Starts the reflectors (of `namespace`, or every namespace).
-    pub fn start(client: Client, namespace: Option<&str>, kubernetes_auth: bool) -> Arc<Self> {
+    pub fn start(
+        client: Client,
+        namespace: Option<&str>,
+        kubernetes_auth: bool,
+        clusters: Clusters,
+    ) -> Arc<Self> {
         let (changed, _) = broadcast::channel(1024);
         let (c, ns) = (&client, namespace);
         Arc::new(Self {
@@ -92,6 +107,7 @@ impl Ui {
             auth: kubernetes_auth.then(|| Authorizer::new(client.clone())),
             changed,
             client,
+            clusters,
         })
     }
 }
@@ -113,6 +129,7 @@ pub async fn serve(listener: tokio::net::TcpListener, ui: Arc<Ui>) -> std::io::R
         )
         .route("/api/list", get(list_page))
         .route("/api/object/{kind}/{namespace}/{name}", get(object_page))
+        .route("/api/clusters", get(clusters_page))
         .route("/api/stream", get(stream))
         .with_state(ui);
     axum::serve(listener, app).await
@@ -249,6 +266,26 @@ async fn list_page(
     json(&list::page(items, &q))
 }
 
+/// The hub and every registered cluster: server, version and reachability probed live.
+async fn clusters_page(State(ui): State<Arc<Ui>>, headers: HeaderMap) -> Response {
+    let who = match viewer(&ui, &headers).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let ns = ui.clusters.secrets_namespace.clone();
+    // Registrations are Secrets: only those who may read them see the clusters.
+    if !may_get(&ui, &who, "", "secrets", ns.as_deref().unwrap_or_default()).await {
+        return json(&Vec::<crate::clusters::list::ClusterRow>::new());
+    }
+    match crate::clusters::list::list(&ui.client, &ui.clusters.hub_server, ns.as_deref()).await {
+        Ok(rows) => json(&rows),
+        Err(e) => refuse(
+            StatusCode::BAD_GATEWAY,
+            &skewer_appliers::apply::api_message(&e),
+        ),
+    }
+}
+
 /// One object's page: its row, conditions, tree (Kustomizations, Applications), Events.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -260,6 +297,9 @@ struct Detail {
     artifact: Option<crate::api::ArtifactStatus>,
     /// Kustomizations: `spec.sourceRef`; Applications: the repository URL.
     source: String,
+    /// The applied commit's author and message, when its source recorded them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    commit: Option<String>,
     last_applied_revision: String,
     last_attempted_revision: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -302,7 +342,24 @@ async fn object_page(
         Kind::Kustomization => ui.ks.get(&key(&name, &namespace)).map(|o| {
             let st = o.status.clone().unwrap_or_default();
             let src = &o.spec.source_ref;
+            let src_ns = src.namespace.clone().unwrap_or(namespace.clone());
+            // The applied commit's author and message, recorded by its GitRepository.
+            let commit = (src.kind == "GitRepository")
+                .then(|| ui.git.get(&key(&src.name, &src_ns)))
+                .flatten()
+                .and_then(|g| g.status.clone())
+                .and_then(|s| s.artifact)
+                .filter(|a| Some(&a.revision) == st.last_applied_revision.as_ref())
+                .and_then(|a| {
+                    let author = a.metadata.get(COMMIT_AUTHOR)?.clone();
+                    let message = a.metadata.get(COMMIT_MESSAGE).cloned().unwrap_or_default();
+                    Some(format!(
+                        "{author}: {}",
+                        message.lines().next().unwrap_or_default()
+                    ))
+                });
             Detail {
+                commit,
                 item: list::kustomization(&o, now),
                 conditions: st.conditions,
                 artifact: None,
@@ -335,6 +392,7 @@ async fn object_page(
                 })
                 .collect();
             Detail {
+                commit: None,
                 item: list::application(&o, now),
                 conditions: st.conditions.clone(),
                 artifact: None,
@@ -407,6 +465,7 @@ fn source_detail(
             .unwrap_or_default(),
         artifact: st.artifact,
         source: url,
+        commit: None,
         last_attempted_revision: String::new(),
         tree: None,
         out_of_sync: Vec::new(),

@@ -10,23 +10,9 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, bail};
-use kube::Api;
-use kube::api::ListParams;
-use skewer_agent::api::Application;
+use anyhow::Result;
 use skewer_e2e::measure::{arg, memory_kib};
-use skewer_e2e::{GitServer, Skewer, client, hub, kc_apply, namespace};
-
-fn configmaps(prefix: &str, n: usize) -> String {
-    (0..n)
-        .map(|i| {
-            format!(
-                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {prefix}-{i:02}\ndata:\n  index: \"{i}\"\n  payload: \"{}\"\n",
-                "x".repeat(64)
-            )
-        })
-        .collect()
-}
+use skewer_e2e::{GitServer, Skewer, client, hub, namespace};
 
 /// Requests by user `skewer` in the hub's audit log so far, leader election's renewals of its
 /// Lease aside (a fixed cost: two requests per quarter of `--lease-duration`, which the test
@@ -48,53 +34,11 @@ async fn main() -> Result<()> {
     let c = client(hub()).await?;
     let git = GitServer::start_http()?;
     let ns = namespace("bench-apps")?;
-    let per_repo = apps.div_ceil(repos);
-    let mut urls = Vec::new();
-    for r in 0..repos {
-        let repo = git.repo(&format!("r{r:02}"))?;
-        for a in 0..per_repo {
-            repo.write(
-                &format!("apps/a{a:04}/cms.yaml"),
-                &configmaps(&format!("r{r:02}-a{a:04}"), objects),
-            )?;
-        }
-        repo.commit("apps")?;
-        urls.push(repo.url.clone());
-    }
-    let mut yaml = String::new();
-    for i in 0..apps {
-        let (r, a) = (i % repos, i / repos);
-        yaml.push_str(&format!(
-            "---\napiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: app-{i:04}, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: {}, path: apps/a{a:04}, targetRevision: main}}\n  syncPolicy: {{automated: {{prune: true, selfHeal: true}}}}\n",
-            urls[r]
-        ));
-    }
-    kc_apply(&yaml)?;
+    skewer_e2e::objects::application_fleet(&git, &ns, apps, repos, objects)?;
 
-    let api: Api<Application> = Api::namespaced(c.clone(), &ns);
     let start = Instant::now();
     let skewer = Skewer::start(&ns)?;
-    let deadline = start + Duration::from_secs(600);
-    loop {
-        let list = api.list(&ListParams::default()).await?;
-        let done = list
-            .items
-            .iter()
-            .filter(|a| {
-                a.status.as_ref().is_some_and(|s| {
-                    s.sync.as_ref().is_some_and(|x| x.status == "Synced")
-                        && s.health.as_ref().is_some_and(|h| h.status == "Healthy")
-                })
-            })
-            .count();
-        if done == apps {
-            break;
-        }
-        if Instant::now() > deadline {
-            bail!("only {done} of {apps} Applications Synced and Healthy after 600 s");
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    skewer_e2e::objects::applications_synced(&c, &ns, apps, Duration::from_secs(600)).await?;
     let cold = start.elapsed();
     let peak = memory_kib(skewer.pid(), "VmHWM").unwrap_or_default() as f64 / 1024.0;
     let fetches = git.requests("git-upload-pack fetch");

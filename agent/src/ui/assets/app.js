@@ -63,6 +63,12 @@ function healthTone(state) {
   return "warn";
 }
 
+// `main@sha1:0123456789…` reads as `main@0123456`; the whole revision is in the title.
+function shortRev(r) {
+  const m = /^(.*?)(sha1|sha256):([0-9a-f]{7})[0-9a-f]*$/.exec(r || "");
+  return m ? m[1] + m[3] : (r || "");
+}
+
 function link(item) {
   return "#/object/" + [item.kind, item.namespace, item.name].map(encodeURIComponent).join("/");
 }
@@ -86,7 +92,7 @@ async function renderList() {
     el("td", {}, el("div", { class: "kind" }, i.kind), el("a", { href: link(i) }, el("span", { class: "ns" }, i.namespace + "/"), i.name)),
     el("td", {}, i.sync ? el("span", { class: "pill " + (i.sync === "Synced" ? "ok" : "warn") }, i.sync) : "",
       i.health ? [" ", el("span", { class: "pill " + (i.health === "Healthy" ? "ok" : "warn") }, i.health)] : ""),
-    el("td", { class: "mono" }, i.revision),
+    el("td", { class: "mono", title: i.revision }, shortRev(i.revision)),
     el("td", { class: "muted" }, i.age),
     el("td", { class: "msg" }, i.message)));
   const active = document.activeElement === document.querySelector("input[type=search]");
@@ -116,7 +122,7 @@ function treeNode(n) {
 async function renderObject(kind, ns, name) {
   const d = await api("/api/object/" + [kind, ns, name].map(encodeURIComponent).join("/"));
   const i = d.item;
-  const facts = [["Kind", i.kind], ["Source", d.source], ["Applied revision", d.lastAppliedRevision],
+  const facts = [["Kind", i.kind], ["Source", d.source], ["Applied revision", d.lastAppliedRevision], ["Commit", d.commit],
     ["Last attempted", d.lastAttemptedRevision], ["Age", i.age]].filter(([, v]) => v);
   const meta = d.artifact ? Object.entries(d.artifact.metadata || {}) : [];
   if (d.artifact) facts.push(["Digest", d.artifact.digest]);
@@ -140,10 +146,25 @@ async function renderObject(kind, ns, name) {
       el("td", {}, e.reason), el("td", { class: "msg" }, e.message))))) : el("p", { class: "muted" }, "No Events."));
 }
 
+async function renderClusters() {
+  const rows = await api("/api/clusters");
+  show(
+    el("p", {}, el("a", { href: "#/" }, "← all")),
+    el("h1", {}, "Clusters"),
+    el("table", {}, el("thead", {}, el("tr", {}, ["Cluster", "Server", "Version", "Kustomizations", "Last error"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, rows.length ? rows.map((c) => el("tr", { "data-cluster": c.name },
+        el("td", {}, el("span", { class: "pill " + (c.reachable ? "ok" : "bad") }, c.reachable ? "Reachable" : "Unreachable"), " ", el("strong", {}, c.name),
+          c.secret ? el("div", { class: "muted mono" }, c.secret) : null),
+        el("td", { class: "mono" }, c.server), el("td", {}, c.version || "—"),
+        el("td", {}, String(c.kustomizations)), el("td", { class: "msg" }, c.lastError || "")))
+        : el("tr", {}, el("td", { colspan: "5", class: "muted" }, "No clusters you may see.")))));
+}
+
 async function render() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   try {
     if (parts[0] === "object" && parts.length === 4) await renderObject(parts[1], parts[2], parts[3]);
+    else if (parts[0] === "clusters") await renderClusters();
     else await renderList();
     document.body.dataset.rendered = String(Date.now());
   } catch (e) {
