@@ -1109,12 +1109,8 @@ async fn run(args: RunArgs) -> Result<()> {
             hub_server: hub_server.clone(),
             secrets_namespace: secrets_ns.clone(),
         };
-        let ui = skewer_agent::ui::Ui::start(
-            ctx.client.clone(),
-            namespace.as_deref(),
-            kubernetes,
-            clusters,
-        );
+        let ui =
+            skewer_agent::ui::Ui::start(ctx.clone(), namespace.as_deref(), kubernetes, clusters);
         tracing::info!(%addr, auth = kubernetes, "serving the dashboard");
         tokio::spawn(skewer_agent::ui::serve(listener, ui));
     }

@@ -230,3 +230,50 @@ async fn with_kubernetes_auth_a_user_sees_only_what_they_may_get() -> Result<()>
     let _ = kc(&["delete", "namespace", &team_a, &team_b, "--wait=false"]);
     Ok(())
 }
+
+#[tokio::test]
+async fn an_out_of_sync_object_shows_how_it_differs() -> Result<()> {
+    let ns = skewer_e2e::namespace("ui-oos")?;
+    let git = GitServer::start()?;
+    let repo = git.repo("apps")?;
+    repo.write(
+        "app/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: colors}\ndata: {color: blue, size: large}\n",
+    )?;
+    repo.commit("blue")?;
+    let port = free_port()?;
+    let addr = format!("127.0.0.1:{port}");
+    let _skewer = Skewer::start_with(&ns, &["--ui-addr", &addr])?;
+    // Automated, without self-heal: drift is shown, not repaired.
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: colors, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: {}, path: app, targetRevision: main}}\n  syncPolicy: {{automated: {{prune: true}}}}\n",
+        repo.url
+    ))?;
+    let path = format!("/api/object/Application/{ns}/colors");
+    skewer_e2e::eventually("the Application Synced", WAIT, || async {
+        let (_, body) = get(port, &path, None)?;
+        Ok(body.contains("\"sync\":\"Synced\"").then_some(()))
+    })
+    .await?;
+    kc(&[
+        "-n",
+        &ns,
+        "patch",
+        "configmap",
+        "colors",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"color":"red"}}"#,
+    ])?;
+    let diff = skewer_e2e::eventually("the drifted object's diff", WAIT, || async {
+        let (_, body) = get(port, &path, None)?;
+        let d: serde_json::Value = serde_json::from_str(&body)?;
+        Ok(d["outOfSync"][0]["diff"].as_str().map(String::from))
+    })
+    .await?;
+    assert_eq!(
+        diff,
+        format!("~ ConfigMap/{ns}/colors\n  data.color: red → blue\n")
+    );
+    Ok(())
+}

@@ -41,26 +41,10 @@ pub async fn compare(
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let planned: Vec<&Planned> = plan.stages.iter().flatten().collect();
-    let results: Vec<Result<Option<Differs>>> = stream::iter(planned)
-        .map(|p| async move {
-            let run = applier
-                .dry_run(p, opts)
-                .await
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            let object = p.manifest.display();
-            let diff = match (run.live, run.after) {
-                (None, _) => ObjectDiff::Created,
-                (Some(live), Some(after)) => {
-                    let fields = changes(&live, &after);
-                    if fields.is_empty() {
-                        return Ok(None);
-                    }
-                    ObjectDiff::Changed(fields)
-                }
-                (Some(_), None) => return Ok(None),
-            };
-            Ok(Some(Differs { object, diff }))
-        })
+    // Indices, not `&Planned`: a closure over borrowed items makes the future not provably
+    // Send for every lifetime (rust-lang/rust#102211), and the dashboard runs this in a task.
+    let results: Vec<Result<Option<Differs>>> = stream::iter(0..planned.len())
+        .map(|i| dry_run(applier, planned[i], opts))
         .buffered(opts.concurrency.max(1))
         .collect()
         .await;
@@ -77,6 +61,27 @@ pub async fn compare(
         }
     }
     Ok(out)
+}
+
+/// One object's difference, or `None` when applying it would change nothing.
+async fn dry_run(applier: &Applier, p: &Planned, opts: &ApplyOptions) -> Result<Option<Differs>> {
+    let run = applier
+        .dry_run(p, opts)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let object = p.manifest.display();
+    let diff = match (run.live, run.after) {
+        (None, _) => ObjectDiff::Created,
+        (Some(live), Some(after)) => {
+            let fields = changes(&live, &after);
+            if fields.is_empty() {
+                return Ok(None);
+            }
+            ObjectDiff::Changed(fields)
+        }
+        (Some(_), None) => return Ok(None),
+    };
+    Ok(Some(Differs { object, diff }))
 }
 
 /// The options a Kustomization's sync applies with (its owner labels, transform, skewer's

@@ -42,7 +42,10 @@ const STYLE: &str = include_str!("assets/app.css");
 
 /// What the dashboard serves from.
 pub struct Ui {
+    ctx: Arc<crate::runtime::Context>,
     client: Client,
+    /// Discovery, for the resource names of objects in authorization checks.
+    resources: skewer_appliers::resources::Resources,
     ks: Store<Kustomization>,
     apps: Store<Application>,
     git: Store<GitRepository>,
@@ -92,11 +95,12 @@ where
 impl Ui {
     /// Starts the reflectors (of `namespace`, or every namespace).
     pub fn start(
-        client: Client,
+        ctx: Arc<crate::runtime::Context>,
         namespace: Option<&str>,
         kubernetes_auth: bool,
         clusters: Clusters,
     ) -> Arc<Self> {
+        let client = ctx.client.clone();
         let (changed, _) = broadcast::channel(1024);
         let (c, ns) = (&client, namespace);
         Arc::new(Self {
@@ -106,8 +110,10 @@ impl Ui {
             oci: reflect(crate::runtime::scoped(c, ns), changed.clone()),
             auth: kubernetes_auth.then(|| Authorizer::new(client.clone())),
             changed,
+            resources: skewer_appliers::resources::Resources::new(client.clone()),
             client,
             clusters,
+            ctx,
         })
     }
 }
@@ -304,9 +310,17 @@ struct Detail {
     last_attempted_revision: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     tree: Option<crate::cli::tree::Node>,
-    /// Applications: the objects Out of Sync, with why.
-    out_of_sync: Vec<String>,
+    /// Applications: the objects Out of Sync, each with how it differs (a dry run on its
+    /// cluster, field by field, Secret values masked).
+    out_of_sync: Vec<OutOfSync>,
     events: Vec<crate::cli::events::EventRow>,
+}
+
+#[derive(Serialize)]
+struct OutOfSync {
+    object: String,
+    /// `None` when it could not be worked out (the message says why) or may not be shown.
+    diff: Option<String>,
 }
 
 fn kind_of(word: &str) -> Option<Kind> {
@@ -382,13 +396,9 @@ async fn object_page(
                 .resources
                 .iter()
                 .filter(|r| r.status == "OutOfSync")
-                .map(|r| {
-                    let ns = if r.namespace.is_empty() {
-                        String::new()
-                    } else {
-                        format!("{}/", r.namespace)
-                    };
-                    format!("{}/{ns}{}", r.kind, r.name)
+                .map(|r| OutOfSync {
+                    object: skewer_appliers::object::display_name(&r.kind, &r.namespace, &r.name),
+                    diff: None,
                 })
                 .collect();
             Detail {
@@ -441,6 +451,9 @@ async fn object_page(
             Err(e) => tracing::debug!(error = %e, "dashboard: tree"),
         }
     }
+    if k == Kind::Application && !detail.out_of_sync.is_empty() {
+        out_of_sync_diffs(&ui, &who, &namespace, &name, &mut detail.out_of_sync).await;
+    }
     if may_get(&ui, &who, "events.k8s.io", "events", &namespace).await {
         detail.events = crate::cli::events::list(&ui.client, Some(&namespace), Some(&named))
             .await
@@ -470,6 +483,52 @@ fn source_detail(
         tree: None,
         out_of_sync: Vec::new(),
         events: Vec::new(),
+    }
+}
+
+/// Fills in how each Out of Sync object differs, for objects the viewer may `get`.
+async fn out_of_sync_diffs(
+    ui: &Ui,
+    who: &Viewer,
+    namespace: &str,
+    name: &str,
+    items: &mut [OutOfSync],
+) {
+    let Some(app) = ui
+        .apps
+        .get(&reflector::ObjectRef::new(name).within(namespace))
+    else {
+        return;
+    };
+    let statuses = app.status.clone().unwrap_or_default().resources;
+    let mut visible = Vec::new();
+    for r in &statuses {
+        let display = skewer_appliers::object::display_name(&r.kind, &r.namespace, &r.name);
+        if !items.iter().any(|i| i.object == display) {
+            continue;
+        }
+        let api_version = if r.group.is_empty() {
+            r.version.clone()
+        } else {
+            format!("{}/{}", r.group, r.version)
+        };
+        let resource = match ui.resources.resolve(&api_version, &r.kind, &[]).await {
+            Ok(res) => res.resource.plural,
+            Err(_) => continue,
+        };
+        if may_get(ui, who, &r.group, &resource, &r.namespace).await {
+            visible.push(display);
+        }
+    }
+    match crate::reconcilers::application::diff(&ui.ctx, &app, &visible).await {
+        Ok(diffs) => {
+            for d in diffs {
+                if let Some(i) = items.iter_mut().find(|i| i.object == d.object) {
+                    i.diff = Some(skewer_appliers::diff::render(&d.object, &d.diff));
+                }
+            }
+        }
+        Err(e) => tracing::debug!(error = %e, "dashboard: Out of Sync diff"),
     }
 }
 

@@ -250,6 +250,40 @@ async fn apply(app: Arc<Application>, ctx: Arc<Context>) -> Result<Action, Error
     })
 }
 
+/// How the objects of `app` named in `only` (display names, like `ConfigMap/ns/x`) differ
+/// between its source (the artifact it last fetched) and its cluster, field by field, by a
+/// server-side dry run on its target: nothing is written. For the dashboard's Out of Sync view.
+pub async fn diff(
+    ctx: &Arc<Context>,
+    app: &Application,
+    only: &[String],
+) -> Result<Vec<crate::cli::diff::Differs>, String> {
+    let spec = request::spec(app, &ctx.settings).map_err(|f| f.message)?;
+    let key = target_key(ctx, &spec).await.map_err(|f| f.message)?;
+    let target = ctx.targets.get(&key).await.map_err(|e| e.to_string())?;
+    let ns = app.namespace().unwrap_or_default();
+    let artifact = appsource::artifact(ctx, &ns, &spec.wanted, spec.interval, false)
+        .await
+        .map_err(|f| f.message)?;
+    let files = artifacts::files_under(&ctx.store, &artifact, &spec.path)
+        .await
+        .map_err(|f| f.message)?;
+    let (files, _) = select(files, &spec);
+    let manifests = skewer_appliers::sync::build(&files, &spec.path, &[])?;
+    let transform = Transform {
+        default_namespace: spec.namespace.clone(),
+        ..Default::default()
+    };
+    let opts = crate::cli::diff::options(labels_owner(app), transform);
+    let all = crate::cli::diff::compare(&target.applier, manifests, &opts, None)
+        .await
+        .map_err(|e| format!("{e:#}"))?;
+    Ok(all
+        .into_iter()
+        .filter(|d| only.contains(&d.object))
+        .collect())
+}
+
 /// One reconcile: dependencies, target, source, comparison, perhaps a sync, health.
 async fn reconcile_app(
     app: &Application,

@@ -133,8 +133,9 @@ async function renderObject(kind, ns, name) {
       i.health ? [" ", el("span", { class: "pill " + (i.health === "Healthy" ? "ok" : "warn") }, i.health)] : ""),
     el("p", { class: "msg" }, i.message),
     el("div", { class: "card" }, el("dl", {}, facts.concat(meta).map(([k, v]) => [el("dt", {}, k), el("dd", { class: "mono" }, v)]))),
-    d.outOfSync.length ? [el("h2", {}, "Out of sync"), el("ul", {}, d.outOfSync.map((o) => el("li", { class: "mono" }, o,
-      el("span", { class: "muted" }, "  (skewer diff <path> shows the fields)"))))] : null,
+    d.outOfSync.length ? [el("h2", {}, "Out of sync"), el("div", { class: "card" }, d.outOfSync.map((o) =>
+      el("div", { class: "oos", "data-object": o.object },
+        o.diff ? el("pre", { class: "diff mono" }, o.diff) : el("p", { class: "mono" }, o.object, el("span", { class: "muted" }, "  (no field-level diff available)")))))] : null,
     d.tree ? [el("h2", {}, "Objects"), el("div", { class: "card" }, el("ul", { class: "tree", id: "tree" }, (d.tree.children || []).map(treeNode)))] : null,
     el("h2", {}, "Conditions"),
     el("table", {}, el("tbody", {}, d.conditions.map((c) => el("tr", {},
