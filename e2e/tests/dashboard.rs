@@ -127,6 +127,14 @@ async fn the_dashboard_shows_live_state_trees_and_provenance_in_a_browser() -> R
         "{hub_text}"
     );
 
+    // The hub's own page lists what applies to it.
+    browser.eval("location.hash = '#/cluster/' + encodeURIComponent('(hub)')")?;
+    browser.wait_for(
+        "the Kustomization on the hub's page",
+        &format!("{row} && document.querySelector('h1').textContent.includes('(hub)')"),
+        WAIT,
+    )?;
+
     // Non-blank: far larger than a screenshot of an empty page.
     browser.eval("document.body.replaceChildren(); document.body.style.background = '#fff'")?;
     let blank = browser.screenshot(&artifacts().join("blank.png"))?;

@@ -22,7 +22,13 @@ pub struct Item {
     pub revision: String,
     pub age: String,
     pub message: String,
+    /// Where it applies: a registered cluster's name (Applications: its name or server),
+    /// `(hub)`; empty for sources.
+    pub cluster: String,
 }
+
+/// How the hub is named in lists.
+pub const HUB: &str = crate::clusters::list::HUB;
 
 impl From<get::Row> for Item {
     fn from(r: get::Row) -> Self {
@@ -36,12 +42,24 @@ impl From<get::Row> for Item {
             revision: r.revision,
             age: r.age,
             message: r.message,
+            cluster: String::new(),
         }
     }
 }
 
 pub fn kustomization(k: &Kustomization, now: jiff::Timestamp) -> Item {
-    get::kustomization_row(k, now).into()
+    let cluster = match (&k.spec.cluster, &k.spec.kube_config) {
+        (Some(c), _) => c.clone(),
+        (None, Some(kc)) => format!(
+            "kubeconfig {}",
+            kc.secret_ref.as_ref().map_or("", |r| r.name.as_str())
+        ),
+        (None, None) => HUB.into(),
+    };
+    Item {
+        cluster,
+        ..get::kustomization_row(k, now).into()
+    }
 }
 
 pub fn git(g: &GitRepository, now: jiff::Timestamp) -> Item {
@@ -74,6 +92,19 @@ pub fn application(a: &Application, now: jiff::Timestamp) -> Item {
         revision: r.revision,
         age: get::age(created, now),
         message: r.message,
+        cluster: destination(a),
+    }
+}
+
+/// An Application's cluster: its destination's name, else its server; the hub as `(hub)`.
+fn destination(a: &Application) -> String {
+    let d = &a.spec.destination;
+    match (d.name.as_deref(), d.server.as_deref()) {
+        (Some("in-cluster"), _) | (None, Some("https://kubernetes.default.svc")) | (None, None) => {
+            HUB.into()
+        }
+        (Some(name), _) => name.into(),
+        (None, Some(server)) => server.into(),
     }
 }
 
@@ -89,6 +120,11 @@ pub struct Query {
     /// `ready`, `failing` (not Ready, not suspended), `suspended`, `outofsync`; empty: all.
     #[serde(default)]
     pub status: String,
+    /// Only what applies to this cluster (its name, or `server`).
+    #[serde(default)]
+    pub cluster: String,
+    #[serde(default)]
+    pub server: String,
     /// 1-based.
     #[serde(default)]
     pub page: usize,
@@ -116,6 +152,12 @@ pub const MAX_PAGE: usize = 500;
 
 fn matches(i: &Item, q: &Query) -> bool {
     if !q.kind.is_empty() && !i.kind.eq_ignore_ascii_case(&q.kind) {
+        return false;
+    }
+    if !q.cluster.is_empty()
+        && i.cluster != q.cluster
+        && (q.server.is_empty() || i.cluster != q.server)
+    {
         return false;
     }
     let ok = match q.status.as_str() {
@@ -185,6 +227,7 @@ mod tests {
             revision: "main@sha1:abc".into(),
             age: "1m".into(),
             message: message.into(),
+            cluster: HUB.into(),
         }
     }
 

@@ -6,7 +6,7 @@
 const view = document.getElementById("view");
 const counts = document.getElementById("counts");
 const live = document.getElementById("live");
-const state = { q: "", kind: "", status: "", page: 1 };
+const state = { q: "", kind: "", status: "", page: 1, cluster: "", server: "" };
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -74,7 +74,8 @@ function link(item) {
 }
 
 async function renderList() {
-  const params = new URLSearchParams({ q: state.q, kind: state.kind, status: state.status, page: state.page });
+  const params = new URLSearchParams({ q: state.q, kind: state.kind, status: state.status, page: state.page,
+    cluster: state.cluster, server: state.server });
   const page = await api("/api/list?" + params);
   counts.replaceChildren(
     el("span", { class: "pill ok" }, page.ready + " ready"),
@@ -154,7 +155,8 @@ async function renderClusters() {
     el("h1", {}, "Clusters"),
     el("table", {}, el("thead", {}, el("tr", {}, ["Cluster", "Server", "Version", "Kustomizations", "Last error"].map((h) => el("th", {}, h)))),
       el("tbody", {}, rows.length ? rows.map((c) => el("tr", { "data-cluster": c.name },
-        el("td", {}, el("span", { class: "pill " + (c.reachable ? "ok" : "bad") }, c.reachable ? "Reachable" : "Unreachable"), " ", el("strong", {}, c.name),
+        el("td", {}, el("span", { class: "pill " + (c.reachable ? "ok" : "bad") }, c.reachable ? "Reachable" : "Unreachable"), " ",
+          el("a", { href: "#/cluster/" + encodeURIComponent(c.name) + "/" + encodeURIComponent(c.server) }, c.name),
           c.secret ? el("div", { class: "muted mono" }, c.secret) : null),
         el("td", { class: "mono" }, c.server), el("td", {}, c.version || "—"),
         el("td", {}, String(c.kustomizations)), el("td", { class: "msg" }, c.lastError || "")))
@@ -166,7 +168,16 @@ async function render() {
   try {
     if (parts[0] === "object" && parts.length === 4) await renderObject(parts[1], parts[2], parts[3]);
     else if (parts[0] === "clusters") await renderClusters();
-    else await renderList();
+    else if (parts[0] === "cluster" && parts.length >= 2) {
+      // One cluster: the list, of what applies to it.
+      state.cluster = parts[1]; state.server = parts[2] || "";
+      await renderList();
+      view.prepend(el("h1", {}, "Cluster ", el("span", { class: "mono" }, state.cluster),
+        state.server ? el("span", { class: "muted mono" }, "  " + state.server) : null));
+    } else {
+      state.cluster = ""; state.server = "";
+      await renderList();
+    }
     document.body.dataset.rendered = String(Date.now());
   } catch (e) {
     if (e.message !== "unauthorized") view.replaceChildren(el("p", { class: "muted" }, "Could not load: " + e.message));
