@@ -63,8 +63,10 @@ pub struct Clusters {
     pub secrets_namespace: Option<String>,
 }
 
-/// Keeps a reflector of `api` and announces every change on `changed`.
-fn reflect<K>(api: Api<K>, changed: broadcast::Sender<()>) -> Store<K>
+/// Keeps a reflector of `api` and announces every change on `changed`. `lighten` drops from
+/// each object what the lists never show (managed fields, inventories, per-object results),
+/// so the copies cost little memory; an object's page reads what it needs live.
+fn reflect<K>(api: Api<K>, changed: broadcast::Sender<()>, lighten: fn(&mut K)) -> Store<K>
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -74,11 +76,15 @@ where
         + Sync
         + 'static,
 {
+    use kube::runtime::WatchStreamExt as _;
     let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(
-        writer,
-        crate::runtime::watch::stream(api, crate::runtime::watch::own_kinds()),
+    let watched = crate::runtime::watch::stream(api, crate::runtime::watch::own_kinds()).modify(
+        move |o: &mut K| {
+            o.meta_mut().managed_fields = None;
+            lighten(o);
+        },
     );
+    let stream = reflector::reflector(writer, watched);
     tokio::spawn(async move {
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
@@ -92,6 +98,24 @@ where
     reader
 }
 
+fn light_kustomization(k: &mut Kustomization) {
+    if let Some(s) = k.status.as_mut() {
+        s.inventory = None;
+    }
+}
+
+fn light_application(a: &mut Application) {
+    if let Some(s) = a.status.as_mut() {
+        s.inventory = None;
+        s.resources.clear();
+        if let Some(op) = s.operation_state.as_mut() {
+            op.sync_result = None;
+        }
+    }
+}
+
+fn unchanged<K>(_: &mut K) {}
+
 impl Ui {
     /// Starts the reflectors (of `namespace`, or every namespace).
     pub fn start(
@@ -104,10 +128,18 @@ impl Ui {
         let (changed, _) = broadcast::channel(1024);
         let (c, ns) = (&client, namespace);
         Arc::new(Self {
-            ks: reflect(crate::runtime::scoped(c, ns), changed.clone()),
-            apps: reflect(crate::runtime::scoped(c, ns), changed.clone()),
-            git: reflect(crate::runtime::scoped(c, ns), changed.clone()),
-            oci: reflect(crate::runtime::scoped(c, ns), changed.clone()),
+            ks: reflect(
+                crate::runtime::scoped(c, ns),
+                changed.clone(),
+                light_kustomization,
+            ),
+            apps: reflect(
+                crate::runtime::scoped(c, ns),
+                changed.clone(),
+                light_application,
+            ),
+            git: reflect(crate::runtime::scoped(c, ns), changed.clone(), unchanged),
+            oci: reflect(crate::runtime::scoped(c, ns), changed.clone(), unchanged),
             auth: kubernetes_auth.then(|| Authorizer::new(client.clone())),
             changed,
             resources: skewer_appliers::resources::Resources::new(client.clone()),
@@ -306,6 +338,9 @@ struct Detail {
     /// The applied commit's author and message, when its source recorded them.
     #[serde(skip_serializing_if = "Option::is_none")]
     commit: Option<String>,
+    /// Applications: the last sync operation (phase, message, when it finished).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_sync: Option<String>,
     last_applied_revision: String,
     last_attempted_revision: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -374,6 +409,7 @@ async fn object_page(
                 });
             Detail {
                 commit,
+                last_sync: None,
                 item: list::kustomization(&o, now),
                 conditions: st.conditions,
                 artifact: None,
@@ -390,7 +426,8 @@ async fn object_page(
                 events: Vec::new(),
             }
         }),
-        Kind::Application => ui.apps.get(&key(&name, &namespace)).map(|o| {
+        // The reflector's copy is lightened: its page reads the Application live.
+        Kind::Application => live_application(&ui, &namespace, &name).await.map(|o| {
             let st = o.status.clone().unwrap_or_default();
             let out_of_sync = st
                 .resources
@@ -401,8 +438,13 @@ async fn object_page(
                     diff: None,
                 })
                 .collect();
+            let last_sync = st.operation_state.as_ref().map(|op| {
+                let when = op.finished_at.as_deref().unwrap_or(op.started_at.as_str());
+                format!("{} at {when}: {}", op.phase, op.message)
+            });
             Detail {
                 commit: None,
+                last_sync,
                 item: list::application(&o, now),
                 conditions: st.conditions.clone(),
                 artifact: None,
@@ -479,11 +521,18 @@ fn source_detail(
         artifact: st.artifact,
         source: url,
         commit: None,
+        last_sync: None,
         last_attempted_revision: String::new(),
         tree: None,
         out_of_sync: Vec::new(),
         events: Vec::new(),
     }
+}
+
+/// An Application as the API server has it now (the reflector's copy is lightened).
+async fn live_application(ui: &Ui, namespace: &str, name: &str) -> Option<Arc<Application>> {
+    let api: Api<Application> = Api::namespaced(ui.client.clone(), namespace);
+    api.get_opt(name).await.ok().flatten().map(Arc::new)
 }
 
 /// Fills in how each Out of Sync object differs, for objects the viewer may `get`.
@@ -494,10 +543,7 @@ async fn out_of_sync_diffs(
     name: &str,
     items: &mut [OutOfSync],
 ) {
-    let Some(app) = ui
-        .apps
-        .get(&reflector::ObjectRef::new(name).within(namespace))
-    else {
+    let Some(app) = live_application(ui, namespace, name).await else {
         return;
     };
     let statuses = app.status.clone().unwrap_or_default().resources;

@@ -44,16 +44,20 @@ async fn main() -> Result<()> {
     applications_synced(&c, &ns, apps, Duration::from_secs(600)).await?;
     let rss_ui = settled_rss(&with_ui).await;
 
-    let (mut paints, mut rows, mut weights, mut lists) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..loads {
-        let mut b = Browser::open(&format!("http://{addr}/"))?;
+    // One browser: the first load (a browser just started), then reloads of the page as a
+    // person with the browser open would see them.
+    let mut b = Browser::open(&format!("http://{addr}/"))?;
+    let mut loaded = Vec::new();
+    for i in 0..=loads {
+        if i > 0 {
+            b.eval("window.__before = true; location.reload()")?;
+        }
         b.wait_for(
             "rows",
-            "document.querySelectorAll('tbody tr[data-name]').length >= 50",
+            "!window.__before && document.querySelectorAll('tbody tr[data-name]').length >= 50",
             Duration::from_secs(30),
         )?;
-        let t = b.eval(
+        loaded.push(b.eval(
             "(() => {
                 const paint = performance.getEntriesByType('paint').find(p => p.name === 'first-contentful-paint');
                 const nav = performance.getEntriesByType('navigation')[0];
@@ -66,15 +70,18 @@ async fn main() -> Result<()> {
                     list: list ? list.duration : -1,
                 };
             })()",
-        )?;
-        let f = |k: &str| t[k].as_f64().unwrap_or(-1.0);
-        paints.push(Duration::from_secs_f64(f("fcp") / 1000.0));
-        rows.push(Duration::from_secs_f64(f("rows").max(0.0) / 1000.0));
-        weights.push(f("bytes"));
-        lists.push(Duration::from_secs_f64(f("list").max(0.0) / 1000.0));
+        )?);
     }
-    weights.sort_by(|a, b| a.total_cmp(b));
-    let weight = weights[weights.len() / 2] / 1024.0;
+    let secs = |t: &serde_json::Value, k: &str| {
+        Duration::from_secs_f64(t[k].as_f64().unwrap_or(0.0).max(0.0) / 1000.0)
+    };
+    let first = loaded[0].clone();
+    let warm = &loaded[1..];
+    let paints: Vec<Duration> = warm.iter().map(|t| secs(t, "fcp")).collect();
+    let rows: Vec<Duration> = warm.iter().map(|t| secs(t, "rows")).collect();
+    let lists: Vec<Duration> = warm.iter().map(|t| secs(t, "list")).collect();
+    let weight = first["bytes"].as_f64().unwrap_or_default() / 1024.0;
+    drop(b);
 
     // Provenance: what `skewer.dev/origin` adds over every object.
     let cms: Api<ConfigMap> = Api::namespaced(c.clone(), &ns);
@@ -109,15 +116,17 @@ async fn main() -> Result<()> {
     );
     println!("|---|---:|");
     println!(
-        "| list page: first contentful paint (median of {loads} cold loads) | {} |",
-        ms(median(paints))
+        "| list page, first load in a browser just started: first contentful paint / first 50 rows in the page | {} / {} |",
+        ms(secs(&first, "fcp")),
+        ms(secs(&first, "rows"))
     );
     println!(
-        "| list page: first 50 rows in the page (navigation start → rendered) | {} |",
+        "| list page, loaded again (median of {loads}): first contentful paint / first 50 rows in the page | {} / {} |",
+        ms(median(paints)),
         ms(median(rows))
     );
     println!(
-        "| list page: `/api/list` response time, as the browser measured it | {} |",
+        "| `/api/list` response time, as the browser measured it (median of {loads}) | {} |",
         ms(median(lists))
     );
     println!("| list page weight (HTML, JS, CSS, the first page of the list) | {weight:.1} KiB |");

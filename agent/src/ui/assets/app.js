@@ -123,7 +123,7 @@ function treeNode(n) {
 async function renderObject(kind, ns, name) {
   const d = await api("/api/object/" + [kind, ns, name].map(encodeURIComponent).join("/"));
   const i = d.item;
-  const facts = [["Kind", i.kind], ["Source", d.source], ["Applied revision", d.lastAppliedRevision], ["Commit", d.commit],
+  const facts = [["Kind", i.kind], ["Source", d.source], ["Applied revision", d.lastAppliedRevision], ["Commit", d.commit], ["Last sync", d.lastSync],
     ["Last attempted", d.lastAttemptedRevision], ["Age", i.age]].filter(([, v]) => v);
   const meta = d.artifact ? Object.entries(d.artifact.metadata || {}) : [];
   if (d.artifact) facts.push(["Digest", d.artifact.digest]);
