@@ -18,6 +18,17 @@ struct Shared {
     ready: Arc<AtomicBool>,
 }
 
+/// `listener` with TCP_NODELAY on every connection: a response written as headers then body
+/// must not wait for the client's delayed ACK (40 ms on Linux) before its second segment.
+pub fn nodelay(
+    listener: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = std::net::SocketAddr> {
+    use axum::serve::ListenerExt as _;
+    listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    })
+}
+
 /// Serves `/metrics`, `/healthz` (the process is up) and `/readyz` (it reached the API server
 /// and, when electing, holds or is waiting for the lease: followers are ready too, so that
 /// rolling updates proceed).
@@ -31,7 +42,7 @@ pub async fn serve(
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .with_state(Shared { metrics, ready });
-    axum::serve(listener, app).await
+    axum::serve(nodelay(listener), app).await
 }
 
 async fn metrics_text(State(s): State<Shared>) -> impl IntoResponse {

@@ -80,7 +80,7 @@ pub async fn serve(
     let app = Router::new()
         .route("/{*path}", get(artifact))
         .with_state(Shared { client, store });
-    axum::serve(listener, app).await
+    axum::serve(crate::http::nodelay(listener), app).await
 }
 
 async fn artifact(State(s): State<Shared>, Path(path): Path<String>) -> Response {

@@ -78,12 +78,12 @@ where
 {
     use kube::runtime::WatchStreamExt as _;
     let (reader, writer) = reflector::store();
-    let watched = crate::runtime::watch::stream(api, crate::runtime::watch::own_kinds()).modify(
-        move |o: &mut K| {
-            o.meta_mut().managed_fields = None;
-            lighten(o);
-        },
-    );
+    // Small pages: the first list of a thousand objects is read a hundred at a time.
+    let config = crate::runtime::watch::own_kinds().page_size(100);
+    let watched = crate::runtime::watch::stream(api, config).modify(move |o: &mut K| {
+        o.meta_mut().managed_fields = None;
+        lighten(o);
+    });
     let stream = reflector::reflector(writer, watched);
     tokio::spawn(async move {
         futures::pin_mut!(stream);
@@ -170,7 +170,7 @@ pub async fn serve(listener: tokio::net::TcpListener, ui: Arc<Ui>) -> std::io::R
         .route("/api/clusters", get(clusters_page))
         .route("/api/stream", get(stream))
         .with_state(ui);
-    axum::serve(listener, app).await
+    axum::serve(crate::http::nodelay(listener), app).await
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {

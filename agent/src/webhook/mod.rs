@@ -277,7 +277,7 @@ pub fn router(ctx: Arc<Context>, argo: ArgoEndpoint) -> Router {
 
 /// Serves webhooks on `listener` until shutdown.
 pub async fn serve(listener: tokio::net::TcpListener, ctx: Arc<Context>, argo: ArgoEndpoint) {
-    if let Err(e) = axum::serve(listener, router(ctx, argo)).await {
+    if let Err(e) = axum::serve(crate::http::nodelay(listener), router(ctx, argo)).await {
         warn!(error = %e, "webhook server stopped");
     }
 }
