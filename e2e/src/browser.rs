@@ -53,6 +53,7 @@ impl Browser {
                 "--headless=new",
                 "--no-sandbox",
                 "--disable-gpu",
+                "--disable-dev-shm-usage",
                 "--no-first-run",
                 "--disable-extensions",
                 "--window-size=1280,900",

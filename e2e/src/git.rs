@@ -465,6 +465,11 @@ impl Repo {
         git(self.work.path(), &["rev-parse", "HEAD"])
     }
 
+    /// The commit the work tree's HEAD is at.
+    pub fn head(&self) -> Result<String> {
+        git(self.work.path(), &["rev-parse", "HEAD"])
+    }
+
     /// Commits everything and pushes `main`; returns the commit id.
     pub fn commit(&self, message: &str) -> Result<String> {
         git(self.work.path(), &["add", "-A"])?;

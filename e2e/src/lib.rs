@@ -168,6 +168,30 @@ pub fn kubeconfig_as(kubeconfig: &Path, cn: &str, group: Option<&str>) -> Result
     Ok(path)
 }
 
+/// A plain HTTP GET of `path` on a loopback `port`, with extra `headers` (`Name: value`);
+/// returns the status code and body.
+pub fn http_get(port: u16, path: &str, headers: &[String]) -> Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{extra}\r\n"
+    )?;
+    let mut response = String::new();
+    s.read_to_string(&mut response)?;
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((code, body))
+}
+
 /// Base64 (standard, padded) of `data`.
 pub fn base64(data: &[u8]) -> String {
     use base64::Engine as _;
@@ -534,24 +558,7 @@ impl Skewer {
 
     /// GETs a path of skewer's HTTP endpoint; returns the status code and body.
     pub fn http_get(&self, path: &str) -> Result<(u16, String)> {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.metrics_port))?;
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-        )?;
-        let mut response = String::new();
-        s.read_to_string(&mut response)?;
-        let code = response
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let body = response
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        Ok((code, body))
+        http_get(self.metrics_port, path, &[])
     }
 
     /// Whether the process is still running (it has not exited or crashed).

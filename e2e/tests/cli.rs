@@ -473,15 +473,7 @@ async fn everyday_commands_read_and_steer_a_kustomization() -> Result<()> {
     );
     // Provenance: the file, document and commit that produced an object.
     let why = run_ok(&["why", "configmap/settings", "-n", &ns])?;
-    let commit = skewer_e2e::git::run(
-        "git",
-        &[
-            "-C",
-            &repo.work.path().display().to_string(),
-            "rev-parse",
-            "HEAD",
-        ],
-    )?;
+    let commit = repo.head()?;
     assert_eq!(
         why,
         format!(

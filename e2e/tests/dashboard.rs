@@ -20,27 +20,51 @@ fn settings(ns: &str) -> String {
     )
 }
 
-/// A plain HTTP GET on loopback: (status, body).
+/// A GET of the dashboard, with a bearer token when given: (status, body).
 fn get(port: u16, path: &str, token: Option<&str>) -> Result<(u16, String)> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{auth}\r\n")?;
-    let mut out = String::new();
-    s.read_to_string(&mut out)?;
-    let code = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    Ok((
-        code,
-        out.split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default(),
-    ))
+    let headers: Vec<String> = token
+        .map(|t| format!("Authorization: Bearer {t}"))
+        .into_iter()
+        .collect();
+    skewer_e2e::http_get(port, path, &headers)
+}
+
+/// Starts skewer with its dashboard on a free port (`start` gets the address), and waits
+/// until it listens. Tests in parallel may be handed the same free port: the skewer that loses
+/// the bind ends at once, and another port is tried.
+fn with_dashboard(start: impl Fn(&str) -> Result<Skewer>) -> Result<(Skewer, u16)> {
+    let mut last = String::new();
+    for _ in 0..3 {
+        let port = free_port()?;
+        let mut skewer = start(&format!("127.0.0.1:{port}"))?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if !skewer.is_running() {
+                last = skewer.logs();
+                break;
+            }
+            // Logged once its own listener is bound (a connection could reach another's).
+            let log = skewer.logs();
+            if log.contains("serving the dashboard") && log.contains(&format!("127.0.0.1:{port}")) {
+                return Ok((skewer, port));
+            }
+            ensure!(
+                std::time::Instant::now() < deadline,
+                "the dashboard did not listen on {port}: {}",
+                skewer.logs()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    anyhow::bail!("skewer did not start with a dashboard: {last}")
+}
+
+/// `result`, with skewer's log printed when it is an error.
+fn logged<T>(skewer: &Skewer, result: Result<T>) -> Result<T> {
+    if result.is_err() {
+        eprintln!("---- skewer log ----\n{}", skewer.logs());
+    }
+    result
 }
 
 fn artifacts() -> std::path::PathBuf {
@@ -50,13 +74,18 @@ fn artifacts() -> std::path::PathBuf {
 #[tokio::test]
 async fn the_dashboard_shows_live_state_trees_and_provenance_in_a_browser() -> Result<()> {
     let ns = skewer_e2e::namespace("ui")?;
+    let (skewer, port) = with_dashboard(|addr| Skewer::start_with(&ns, &["--ui-addr", addr]))?;
+    let result = browser_flow(&ns, port).await;
+    logged(&skewer, result)
+}
+
+async fn browser_flow(ns: &str, port: u16) -> Result<()> {
+    let ns = ns.to_string();
     let git = GitServer::start()?;
     let repo = git.repo("platform")?;
     repo.write("README.md", "nothing to apply yet\n")?;
     repo.commit("empty")?;
-    let port = free_port()?;
     let addr = format!("127.0.0.1:{port}");
-    let _skewer = Skewer::start_with(&ns, &["--ui-addr", &addr])?;
     git_repository(&ns, "platform", &repo.url)?;
     kustomization(&ns, "web", "platform", "./app", "  prune: true\n")?;
     let c = client().await;
@@ -180,13 +209,13 @@ async fn with_kubernetes_auth_a_user_sees_only_what_they_may_get() -> Result<()>
     ))?;
     let admin = std::fs::read_to_string(hub().with_file_name("admin.token"))?;
     let nobody = format!("{}-nobody", admin.trim());
-    let port = free_port()?;
-    let addr = format!("127.0.0.1:{port}");
-    let _skewer = Skewer::start_cluster_wide(
-        &selector,
-        &home,
-        &["--ui-addr", &addr, "--ui-auth", "kubernetes"],
-    )?;
+    let (_skewer, port) = with_dashboard(|addr| {
+        Skewer::start_cluster_wide(
+            &selector,
+            &home,
+            &["--ui-addr", addr, "--ui-auth", "kubernetes"],
+        )
+    })?;
     let list = |token: Option<&str>| get(port, "/api/list?size=500", token);
     // Until the reflectors have listed, the list may be empty: wait for the admin's view.
     skewer_e2e::eventually(
@@ -249,9 +278,7 @@ async fn an_out_of_sync_object_shows_how_it_differs() -> Result<()> {
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: colors}\ndata: {color: blue, size: large}\n",
     )?;
     repo.commit("blue")?;
-    let port = free_port()?;
-    let addr = format!("127.0.0.1:{port}");
-    let _skewer = Skewer::start_with(&ns, &["--ui-addr", &addr])?;
+    let (_skewer, port) = with_dashboard(|addr| Skewer::start_with(&ns, &["--ui-addr", addr]))?;
     // Automated, without self-heal: drift is shown, not repaired.
     kc_apply(&format!(
         "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: colors, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: {}, path: app, targetRevision: main}}\n  syncPolicy: {{automated: {{prune: true}}}}\n",

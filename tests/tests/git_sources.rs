@@ -519,15 +519,7 @@ fn any_ref_by_name_like_a_pull_request_head() -> Result<()> {
             "proposed change",
         ],
     )?;
-    let head = skewer_e2e::git::run(
-        "git",
-        &[
-            "-C",
-            &repo.work.path().display().to_string(),
-            "rev-parse",
-            "HEAD",
-        ],
-    )?;
+    let head = repo.head()?;
     skewer_e2e::git::run(
         "git",
         &[
