@@ -48,7 +48,11 @@ impl Browser {
     /// Starts Chromium (headless, 1280×900) on `url`.
     pub fn open(url: &str) -> Result<Self> {
         let profile = tempfile::tempdir()?;
+        // Its own process group: Debian's `chromium` is a script that starts the browser,
+        // which starts helpers; dropping the Browser ends them all.
+        use std::os::unix::process::CommandExt as _;
         let mut child = Command::new("chromium")
+            .process_group(0)
             .args([
                 "--headless=new",
                 "--no-sandbox",
@@ -174,7 +178,8 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
         let _ = self.child.wait();
     }
 }
