@@ -718,20 +718,8 @@ async fn dispatch(command: Command) -> Result<Exit> {
             .map_err(ended)?;
             println!("{line}");
         }
-        Command::Suspend(t) => {
-            let client = hub_client().await?;
-            let line = control::suspend(&client, &t.namespace, &t.target, true)
-                .await
-                .map_err(ended)?;
-            println!("{line}");
-        }
-        Command::Resume(t) => {
-            let client = hub_client().await?;
-            let line = control::suspend(&client, &t.namespace, &t.target, false)
-                .await
-                .map_err(ended)?;
-            println!("{line}");
-        }
+        Command::Suspend(t) => suspend(&t, true).await?,
+        Command::Resume(t) => suspend(&t, false).await?,
         Command::Tree(t) => {
             let client = hub_client().await?;
             let root = skewer_agent::cli::tree::tree(&client, &t.namespace, &t.target)
@@ -870,6 +858,16 @@ async fn dispatch(command: Command) -> Result<Exit> {
         }
     }
     Ok(Exit::Ok)
+}
+
+/// `skewer suspend` (`suspend: true`) and `skewer resume`.
+async fn suspend(t: &TargetArgs, suspend: bool) -> Result<()> {
+    let client = hub_client().await?;
+    let line = control::suspend(&client, &t.namespace, &t.target, suspend)
+        .await
+        .map_err(ended)?;
+    println!("{line}");
+    Ok(())
 }
 
 /// A control error as the error that ends the command with its exit code.

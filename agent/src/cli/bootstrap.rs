@@ -16,7 +16,6 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
@@ -24,11 +23,9 @@ use base64::Engine as _;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
-use skewer_appliers::apply::{Applier, ApplyOptions, Outcome, Plan};
-use skewer_appliers::scope::Scope;
-use skewer_appliers::sync::{SyncHooks, run};
+use skewer_appliers::apply::Applier;
 use skewer_appliers::transform::{Owner, Transform};
-use skewer_appliers::{HealthChecks, Inventory, Manifest, ObjectId, SyncRequest};
+use skewer_appliers::{Manifest, ObjectId};
 
 use super::term::{Ended, Exit, Progress};
 use crate::manifests::{self, NAMESPACE};
@@ -233,75 +230,41 @@ fn short(commit: &str) -> &str {
     commit.get(..12).unwrap_or(commit)
 }
 
-/// Skips the objects a dry run found already as planned.
-struct SkipSame(BTreeSet<ObjectId>);
-
-impl SyncHooks for SkipSame {
-    fn claim(&self, _: &Inventory, _: &BTreeSet<ObjectId>) -> Result<(), Vec<(ObjectId, String)>> {
-        Ok(())
-    }
-
-    async fn record(&self, _: &Inventory) -> Result<(), String> {
-        Ok(())
-    }
-
-    fn applying(&self, plan: &Plan, _: &Arc<ApplyOptions>) -> BTreeSet<ObjectId> {
-        plan.stages
-            .iter()
-            .flatten()
-            .map(|p| p.manifest.id())
-            .filter(|id| !self.0.contains(id))
-            .collect()
-    }
-
-    fn applied(&self, _: &[Outcome]) {}
-}
-
 /// Applies `manifests` as skewer's own Kustomization would (owner labels, field manager),
-/// sending only what a server-side dry run says would change. Returns how many were sent.
+/// sending only what a server-side dry run says would change. One plan serves both the dry
+/// runs and the apply (stage by stage, new CRDs established before their objects). Returns how
+/// many objects were sent.
 pub async fn apply_changed(client: &kube::Client, manifests: Vec<Manifest>) -> Result<usize> {
     let applier = Applier::new(client.clone())
         .await
         .context("asking the API server its version")?;
-    let opts = Arc::new(super::diff::options(owner(), Transform::default()));
-    let differs = super::diff::compare(&applier, manifests.clone(), &opts, None).await?;
-    let changed: BTreeSet<ObjectId> = manifests
-        .iter()
-        .filter(|m| differs.iter().any(|d| d.object == m.display()))
-        .map(Manifest::id)
+    let opts = super::diff::options(owner(), Transform::default());
+    let plan = applier
+        .plan(manifests, &opts)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let changed: BTreeSet<ObjectId> = super::diff::compare_plan(&applier, &plan, &opts, None)
+        .await?
+        .into_iter()
+        .map(|d| d.id)
         .collect();
     if changed.is_empty() {
         return Ok(0);
     }
-    let request = SyncRequest {
-        files: manifests_as_files(&manifests)?,
-        path: String::new(),
-        patches: Vec::new(),
-        apply: opts,
-        prune: None,
-        health: HealthChecks::None,
-        deadline: skewer_appliers::wait::deadline_after(Duration::from_secs(120)),
-        previous: Inventory::default(),
-        scope: Scope::default(),
-    };
-    let report = run(&applier, &SkipSame(changed), request).await;
-    if let Some(e) = &report.error {
-        bail!("{e}");
+    let same: BTreeSet<ObjectId> = plan
+        .stages
+        .iter()
+        .flatten()
+        .map(|p| p.manifest.id())
+        .filter(|id| !changed.contains(id))
+        .collect();
+    match applier.apply(&plan, &opts, &same).await {
+        Ok(applied) => Ok(applied.len()),
+        Err(partial) => {
+            let problems: Vec<String> = partial.errors.iter().map(ToString::to_string).collect();
+            bail!("{}", skewer_appliers::message::summarize(&problems))
+        }
     }
-    Ok(report.applied.len())
-}
-
-/// Manifests already rendered, as one file the pipeline loads again.
-fn manifests_as_files(manifests: &[Manifest]) -> Result<Vec<skewer_appliers::load::SourceFile>> {
-    let mut yaml = String::new();
-    for m in manifests {
-        yaml.push_str("---\n");
-        yaml.push_str(&serde_saphyr::to_string(&m.object)?);
-    }
-    Ok(vec![skewer_appliers::load::SourceFile {
-        path: "manifests.yaml".into(),
-        data: yaml.into_bytes(),
-    }])
 }
 
 /// Writes the credential Secret when it is missing or differs; returns whether it wrote.

@@ -43,15 +43,10 @@ pub struct Local {
 
 impl Local {
     pub fn read(path: &Path, source_root: Option<&Path>) -> Result<Self> {
+        let root = root_of(path, source_root)?;
         let path = path
             .canonicalize()
             .with_context(|| format!("{} does not exist", path.display()))?;
-        let root = match source_root {
-            Some(r) => r
-                .canonicalize()
-                .with_context(|| format!("{} does not exist", r.display()))?,
-            None => work_tree_of(&path).unwrap_or_else(|| path.clone()),
-        };
         let relative = path
             .strip_prefix(&root)
             .with_context(|| {
@@ -68,6 +63,19 @@ impl Local {
             relative,
         })
     }
+}
+
+/// The root of the source PATH is in: `source_root`, else the Git work tree PATH is in, else
+/// PATH itself.
+pub fn root_of(path: &Path, source_root: Option<&Path>) -> Result<PathBuf> {
+    let dir = source_root.unwrap_or(path);
+    let dir = dir
+        .canonicalize()
+        .with_context(|| format!("{} does not exist", dir.display()))?;
+    Ok(match source_root {
+        Some(_) => dir,
+        None => work_tree_of(&dir).unwrap_or(dir),
+    })
 }
 
 /// What a Kustomization `ks` of PATH would apply (with none: the path's manifests as built,

@@ -5,7 +5,7 @@
 //! changed since the last apply are sent; what left DIR is pruned.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -103,17 +103,7 @@ pub async fn run_dev(client: kube::Client, dev: Dev) -> Result<()> {
     let applier = Applier::new(client)
         .await
         .context("asking the API server its version")?;
-    let root = dev
-        .source_root
-        .clone()
-        .or_else(|| {
-            let dir = dev.dir.canonicalize().ok()?;
-            dir.ancestors()
-                .find(|d| d.join(".git").exists())
-                .map(Path::to_path_buf)
-                .or(Some(dir))
-        })
-        .context("the directory does not exist")?;
+    let root = super::build::root_of(&dev.dir, dev.source_root.as_deref())?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if let Ok(e) = event

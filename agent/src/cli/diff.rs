@@ -11,10 +11,10 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use futures::{StreamExt as _, stream};
 use kube::api::Api;
-use skewer_appliers::Manifest;
-use skewer_appliers::apply::{Applier, ApplyOptions, Planned};
+use skewer_appliers::apply::{Applier, ApplyOptions, Plan, Planned};
 use skewer_appliers::diff::{ObjectDiff, changes, render};
 use skewer_appliers::transform::Owner;
+use skewer_appliers::{Manifest, ObjectId};
 
 use crate::api::Kustomization;
 use crate::reconcilers::FIELD_MANAGER;
@@ -22,6 +22,7 @@ use crate::reconcilers::kustomization::request;
 
 /// One object's difference, by its display name (`Deployment/apps/web`).
 pub struct Differs {
+    pub id: ObjectId,
     pub object: String,
     pub diff: ObjectDiff,
 }
@@ -40,6 +41,16 @@ pub async fn compare(
         .plan(manifests, opts)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
+    compare_plan(applier, &plan, opts, previous).await
+}
+
+/// [`compare`] for a plan already made (to apply the same plan afterwards).
+pub async fn compare_plan(
+    applier: &Applier,
+    plan: &Plan,
+    opts: &ApplyOptions,
+    previous: Option<&skewer_appliers::Inventory>,
+) -> Result<Vec<Differs>> {
     let planned: Vec<&Planned> = plan.stages.iter().flatten().collect();
     // Indices, not `&Planned`: a closure over borrowed items makes the future not provably
     // Send for every lifetime (rust-lang/rust#102211), and the dashboard runs this in a task.
@@ -56,6 +67,7 @@ pub async fn compare(
         for (id, _) in previous.stale(&plan.inventory) {
             out.push(Differs {
                 object: id.display(),
+                id,
                 diff: ObjectDiff::Deleted,
             });
         }
@@ -81,7 +93,11 @@ async fn dry_run(applier: &Applier, p: &Planned, opts: &ApplyOptions) -> Result<
         }
         (Some(_), None) => return Ok(None),
     };
-    Ok(Some(Differs { object, diff }))
+    Ok(Some(Differs {
+        id: p.manifest.id(),
+        object,
+        diff,
+    }))
 }
 
 /// The options a Kustomization's sync applies with (its owner labels, transform, skewer's
@@ -175,18 +191,22 @@ mod tests {
         let secret = |v: &str| json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"}, "data": {"password": v, "user": "YWRtaW4="}});
         let diffs = vec![
             Differs {
+                id: ObjectId::parse("_apps__Namespace").unwrap(),
                 object: "Namespace/apps".into(),
                 diff: ObjectDiff::Created,
             },
             Differs {
+                id: ObjectId::parse("apps_web_apps_Deployment").unwrap(),
                 object: "Deployment/apps/web".into(),
                 diff: ObjectDiff::Changed(changes(&live, &after)),
             },
             Differs {
+                id: ObjectId::parse("apps_db__Secret").unwrap(),
                 object: "Secret/apps/db".into(),
                 diff: ObjectDiff::Changed(changes(&secret("b2xk"), &secret("bmV3"))),
             },
             Differs {
+                id: ObjectId::parse("apps_retired__ConfigMap").unwrap(),
                 object: "ConfigMap/apps/retired".into(),
                 diff: ObjectDiff::Deleted,
             },

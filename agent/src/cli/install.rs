@@ -24,21 +24,25 @@ use crate::manifests::{self, NAMESPACE};
 /// `skewer install`: returns how many objects were sent.
 pub async fn install(client: &Client, image: &str) -> Result<usize> {
     let progress = Progress::start("installing skewer");
-    let mut files = Vec::new();
-    for (name, content) in manifests::files(image)? {
-        files.push(skewer_appliers::load::SourceFile {
-            path: name.into(),
-            data: content.into_bytes(),
-        });
-    }
-    let manifests = skewer_appliers::sync::build(&files, "", &[])
-        .map_err(|e| anyhow::anyhow!("the install manifests: {e}"))?;
-    let sent = super::bootstrap::apply_changed(client, manifests).await?;
+    let sent = super::bootstrap::apply_changed(client, install_manifests(image)?).await?;
     progress.done(
         true,
         &format!("installed: {sent} objects applied ({image})"),
     );
     Ok(sent)
+}
+
+/// skewer's install manifests for `image`, as objects.
+fn install_manifests(image: &str) -> Result<Vec<skewer_appliers::Manifest>> {
+    let files: Vec<skewer_appliers::load::SourceFile> = manifests::files(image)?
+        .into_iter()
+        .map(|(name, content)| skewer_appliers::load::SourceFile {
+            path: name.into(),
+            data: content.into_bytes(),
+        })
+        .collect();
+    skewer_appliers::sync::build(&files, "", &[])
+        .map_err(|e| anyhow::anyhow!("the install manifests: {e}"))
 }
 
 /// What `skewer uninstall` was asked.
@@ -140,18 +144,8 @@ pub async fn uninstall(client: &Client, u: &Uninstall) -> Result<Vec<String>> {
         }
     }
     progress.set("deleting skewer's objects and CRDs");
-    let own = manifests::files(manifests::DEFAULT_IMAGE)?;
-    let mut files = Vec::new();
-    for (name, content) in own {
-        files.push(skewer_appliers::load::SourceFile {
-            path: name.into(),
-            data: content.into_bytes(),
-        });
-    }
-    let objects = skewer_appliers::sync::build(&files, "", &[])
-        .map_err(|e| anyhow::anyhow!("the install manifests: {e}"))?;
     // CRDs last (their objects go with them), the namespace just before.
-    let mut objects: Vec<_> = objects.into_iter().collect();
+    let mut objects = install_manifests(manifests::DEFAULT_IMAGE)?;
     objects.sort_by_key(|m| match m.kind() {
         "CustomResourceDefinition" => 2,
         "Namespace" => 1,
