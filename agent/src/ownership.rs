@@ -42,22 +42,24 @@ pub trait Recorded: Send + Sync {
 #[derive(Default)]
 pub struct Ownership {
     claims: Mutex<HashMap<u64, Arc<str>>>,
-    recorded: RwLock<Vec<Arc<dyn Recorded>>>,
+    /// By kind: a kind's controller started again (leadership regained) replaces its own.
+    recorded: RwLock<Vec<(&'static str, Arc<dyn Recorded>)>>,
 }
 
 impl Ownership {
-    /// Adds a kind's recorded inventories (a controller's cache) to what claims are checked
-    /// against.
-    pub fn watch(&self, recorded: Arc<dyn Recorded>) {
-        self.recorded
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(recorded);
+    /// Adds `kind`'s recorded inventories (its controller's cache) to what claims are checked
+    /// against, in place of any it had.
+    pub fn watch(&self, kind: &'static str, recorded: Arc<dyn Recorded>) {
+        let mut all = self.recorded.write().unwrap_or_else(|e| e.into_inner());
+        all.retain(|(k, _)| *k != kind);
+        all.push((kind, recorded));
     }
 
-    /// Claims `planned` on `cluster` for `owner`. Objects in `takeover` are taken whoever holds
-    /// them; if any other object is held by someone else, nothing is claimed and those objects
-    /// come back with their holder.
+    /// Claims `planned` on `cluster` for `owner`. Objects in `takeover` may be taken whoever
+    /// holds them, but are not taken yet: the holder keeps them until [`Ownership::settle`]
+    /// says the taker's apply wrote them (a taker without the right to write never displaces
+    /// anyone). If any other object is held by someone else, nothing is claimed and those
+    /// objects come back with their holder.
     pub fn claim(
         &self,
         cluster: &ClusterRef,
@@ -72,7 +74,7 @@ impl Ownership {
             .map(ToString::to_string)
             .collect();
         let mut recorded: HashMap<String, String> = HashMap::new();
-        for source in self
+        for (_, source) in self
             .recorded
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -96,13 +98,24 @@ impl Ownership {
         }
         let owner: Arc<str> = Arc::from(owner);
         for id in planned.entries.keys() {
-            claims.insert(key(cluster, id), owner.clone());
+            let k = key(cluster, id);
+            if !takeover.contains(id) || !claims.contains_key(&k) {
+                claims.insert(k, owner.clone());
+            }
         }
         Ok(())
     }
 
-    /// After a sync: `owner` holds exactly what its inventory says (it let go of what it pruned).
-    pub fn settle(&self, cluster: &ClusterRef, owner: &str, inventory: &Inventory) {
+    /// After a sync: `owner` holds what its inventory says and no more (it let go of what it
+    /// pruned, and of what the server refused it), and takes over the objects of `taken`
+    /// (takeovers its apply wrote).
+    pub fn settle<'i>(
+        &self,
+        cluster: &ClusterRef,
+        owner: &str,
+        inventory: &Inventory,
+        taken: impl IntoIterator<Item = &'i ObjectId>,
+    ) {
         let kept: HashSet<u64> = inventory
             .entries
             .keys()
@@ -110,6 +123,10 @@ impl Ownership {
             .collect();
         let mut claims = self.claims.lock().unwrap_or_else(|e| e.into_inner());
         claims.retain(|k, holder| &**holder != owner || kept.contains(k));
+        let owner: Arc<str> = Arc::from(owner);
+        for id in taken {
+            claims.insert(key(cluster, id), owner.clone());
+        }
     }
 
     /// `owner` is gone: it holds nothing.
@@ -200,12 +217,18 @@ mod tests {
             .unwrap();
         let takeover: BTreeSet<ObjectId> = inv(&["shared"]).entries.into_keys().collect();
         assert_eq!(o.claim(&HUB, B, &inv(&["shared"]), &takeover), Ok(()));
+        assert_eq!(
+            o.claim(&HUB, A, &inv(&["shared"]), &BTreeSet::new()),
+            Ok(()),
+            "A keeps it until B's apply wrote it"
+        );
+        o.settle(&HUB, B, &inv(&["shared"]), &takeover);
         assert!(
             o.claim(&HUB, A, &inv(&["shared"]), &BTreeSet::new())
                 .is_err(),
             "B has it now"
         );
-        o.settle(&HUB, A, &inv(&[]));
+        o.settle(&HUB, A, &inv(&[]), []);
         assert_eq!(
             o.claim(&HUB, B, &inv(&["x"]), &BTreeSet::new()),
             Ok(()),
@@ -219,12 +242,32 @@ mod tests {
     }
 
     #[test]
+    fn a_claim_the_server_refused_blocks_no_one() {
+        let o = Ownership::default();
+        o.claim(&HUB, A, &inv(&["platform"]), &BTreeSet::new())
+            .unwrap();
+        // A tenant without the right: its takeover claim is made, its apply refused, and its
+        // inventory after the sync does not hold the object.
+        let takeover: BTreeSet<ObjectId> = inv(&["platform"]).entries.into_keys().collect();
+        assert_eq!(o.claim(&HUB, B, &inv(&["platform"]), &takeover), Ok(()));
+        o.settle(&HUB, B, &inv(&[]), []);
+        assert_eq!(
+            o.claim(&HUB, A, &inv(&["platform"]), &BTreeSet::new()),
+            Ok(())
+        );
+        // Naming an object nobody holds yet: claimed, refused, let go.
+        assert_eq!(o.claim(&HUB, B, &inv(&["later"]), &BTreeSet::new()), Ok(()));
+        o.settle(&HUB, B, &inv(&[]), []);
+        assert_eq!(o.claim(&HUB, A, &inv(&["later"]), &BTreeSet::new()), Ok(()));
+    }
+
+    #[test]
     fn inventories_recorded_before_a_restart_count() {
         let o = Ownership::default();
-        o.watch(Arc::new(Before(vec![(
-            "ns_shared__ConfigMap".into(),
-            A.into(),
-        )])));
+        o.watch(
+            "Kustomization",
+            Arc::new(Before(vec![("ns_shared__ConfigMap".into(), A.into())])),
+        );
         assert!(
             o.claim(&HUB, B, &inv(&["shared"]), &BTreeSet::new())
                 .is_err()

@@ -24,6 +24,8 @@ pub struct Sync<'a, K> {
     obj: &'a K,
     owner: &'a str,
     recorded: Mutex<Option<Inventory>>,
+    /// Objects claimed with the takeover annotation: taken only once applied.
+    takeover: Mutex<BTreeSet<ObjectId>>,
     heal: bool,
     /// Apply every object, even those applied as planned before (a reconcile request).
     full: bool,
@@ -37,6 +39,7 @@ impl<'a, K: Reconciled> Sync<'a, K> {
             obj,
             owner,
             recorded: Mutex::new(None),
+            takeover: Mutex::new(BTreeSet::new()),
             heal: true,
             full: false,
         }
@@ -57,10 +60,21 @@ impl<'a, K: Reconciled> Sync<'a, K> {
 
     pub async fn run(&self, request: SyncRequest) -> SyncReport {
         let report = pipeline::run(&self.target.applier, self, request).await;
-        // It holds what its inventory holds: what it pruned is free for others.
-        self.ctx
-            .ownership
-            .settle(&self.target.key.cluster, self.owner, &report.inventory);
+        // It holds what its inventory holds (what it pruned, or was refused, is free for
+        // others), and what it took over only where its apply wrote it.
+        let takeover =
+            std::mem::take(&mut *self.takeover.lock().unwrap_or_else(|e| e.into_inner()));
+        let taken = report
+            .applied
+            .iter()
+            .map(|o| &o.id)
+            .filter(|id| takeover.contains(*id));
+        self.ctx.ownership.settle(
+            &self.target.key.cluster,
+            self.owner,
+            &report.inventory,
+            taken,
+        );
         self.ctx
             .metrics
             .objects_pruned
@@ -90,7 +104,9 @@ impl<K: Reconciled> SyncHooks for Sync<'_, K> {
     ) -> Result<(), Vec<(ObjectId, String)>> {
         self.ctx
             .ownership
-            .claim(&self.target.key.cluster, self.owner, planned, takeover)
+            .claim(&self.target.key.cluster, self.owner, planned, takeover)?;
+        *self.takeover.lock().unwrap_or_else(|e| e.into_inner()) = takeover.clone();
+        Ok(())
     }
 
     async fn record(&self, widened: &Inventory) -> Result<(), String> {

@@ -41,6 +41,9 @@ pub struct ApplyOptions {
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 #[error("{object} ({origin}): {message}")]
 pub struct ApplyError {
+    /// The object, when the error is about one (not, say, a sync wave); boxed, as errors
+    /// travel in `Result`s and should stay small.
+    pub id: Option<Box<ObjectId>>,
     pub object: String,
     pub origin: String,
     pub message: String,
@@ -49,17 +52,22 @@ pub struct ApplyError {
     pub forbidden: bool,
     /// The API server could not be reached (no answer at all, as opposed to a refusal).
     pub unreachable: bool,
+    /// The API server refused the request (a 4xx status): nothing was written, so the object
+    /// carries none of this sync's labels.
+    pub refused: bool,
 }
 
 impl ApplyError {
     /// An error about `m`. A Secret's values are removed from the message, whatever quoted them.
     pub fn new(m: &Manifest, message: impl Into<String>) -> Self {
         Self {
+            id: Some(Box::new(m.id())),
             object: m.display(),
             origin: m.origin.clone(),
             message: secrets::redact(m, &message.into()),
             forbidden: false,
             unreachable: false,
+            refused: false,
         }
     }
 
@@ -68,6 +76,7 @@ impl ApplyError {
         Self {
             forbidden: matches!(e, kube::Error::Api(s) if s.code == 403),
             unreachable: matches!(e, kube::Error::HyperError(_) | kube::Error::Service(_)),
+            refused: matches!(e, kube::Error::Api(s) if (400..500).contains(&s.code)),
             ..Self::new(m, api_message(e))
         }
     }
@@ -278,6 +287,7 @@ impl Applier {
             return Ok(());
         }
         Err(ApplyError {
+            id: None,
             object: format!("sync wave {this}"),
             origin: String::new(),
             message: format!(
@@ -287,6 +297,7 @@ impl Applier {
             ),
             forbidden: false,
             unreachable: false,
+            refused: false,
         })
     }
 

@@ -8,8 +8,9 @@
 //! The rules it keeps: nothing touches the cluster unless build and plan succeeded; nothing is
 //! pruned unless every stage applied; the inventory is widened (and durably recorded by the
 //! caller's [`SyncHooks::record`]) *before* anything is applied, and narrowed only after
-//! pruning, so the inventory a report hands back always covers every object that may carry
-//! the owner's labels. The pipeline is generic over [`Cluster`], so these decisions are tested
+//! pruning, or after a failed apply by what the server refused or never saw, so the inventory
+//! a report hands back always covers every object that may carry the owner's labels, and no
+//! more. The pipeline is generic over [`Cluster`], so these decisions are tested
 //! against an in-memory cluster; [`Applier`] is the real one.
 
 use std::collections::BTreeSet;
@@ -351,6 +352,7 @@ pub async fn run(
         }
         Err(partial) => {
             hooks.applied(&partial.applied);
+            report.inventory = written(&previous, &plan.inventory, &partial);
             report.applied = partial.applied;
             return fail(report, phases, SyncError::Apply(partial.errors));
         }
@@ -407,6 +409,28 @@ pub async fn run(
     }
     report.phases = phases;
     report
+}
+
+/// After an apply that failed part-way: what may carry the owner's labels now. That is the
+/// previous inventory, what applied, and what failed in a way that may have written (no
+/// answer, a server error); not what the server refused, nor what was never sent. A claim
+/// follows the inventory, so an object a tenant may not write (Forbidden) is not held by it
+/// afterwards, and never blocks the owner who may.
+fn written(previous: &Inventory, planned: &Inventory, partial: &Partial) -> Inventory {
+    let maybe = partial.applied.iter().map(|o| &o.id).chain(
+        partial
+            .errors
+            .iter()
+            .filter(|e| !e.refused)
+            .filter_map(|e| e.id.as_deref()),
+    );
+    let mut kept = previous.clone();
+    for id in maybe {
+        if let Some(version) = planned.entries.get(id) {
+            kept.entries.insert(id.clone(), version.clone());
+        }
+    }
+    kept
 }
 
 /// Renders the manifests of `path` (a kustomization built, or the files under it), applies the
@@ -521,8 +545,10 @@ mod tests {
     #[derive(Default)]
     struct Fake {
         objects: Mutex<BTreeSet<ObjectId>>,
-        /// Objects whose apply fails.
+        /// Objects whose apply fails, with no word on whether anything was written.
         refuse: BTreeSet<String>,
+        /// Objects whose apply the server refuses as Forbidden (nothing written).
+        forbid: BTreeSet<String>,
         /// Objects whose deletion fails.
         undeletable: BTreeSet<String>,
         unhealthy: BTreeMap<String, Observed>,
@@ -595,6 +621,14 @@ mod tests {
                     let m = &p.manifest;
                     if self.refuse.contains(m.name()) {
                         errors.push(ApplyError::new(m, "refused"));
+                        continue;
+                    }
+                    if self.forbid.contains(m.name()) {
+                        errors.push(ApplyError {
+                            forbidden: true,
+                            refused: true,
+                            ..ApplyError::new(m, "forbidden")
+                        });
                         continue;
                     }
                     self.log(format!("apply {}", m.name()));
@@ -846,6 +880,46 @@ mod tests {
             names(&report.inventory),
             ["ns", "old", "web"],
             "old was not pruned, web may exist"
+        );
+    }
+
+    #[tokio::test]
+    async fn what_the_server_refused_or_never_saw_leaves_the_inventory() {
+        let mut f = Fake::default();
+        f.forbid
+            .extend(["squat".into(), "other".into(), "ns".into()]);
+        let f = Arc::new(f);
+        let files = [(
+            "a.yaml",
+            format!("{}---\n{}---\n{}", cm("squat"), cm("other"), cm("ok")),
+        )];
+        // `other` was applied by an earlier sync: it may still carry the labels.
+        let report = run(f.as_ref(), &hooks(&f), request(&files, &["old", "other"])).await;
+        assert_eq!(f.lines(), ["record ok,old,other,squat", "apply ok"]);
+        assert!(matches!(report.error, Some(SyncError::Apply(_))));
+        assert_eq!(
+            names(&report.inventory),
+            ["ok", "old", "other"],
+            "squat was refused: it carries no labels of ours"
+        );
+
+        let f2 = Arc::new(Fake {
+            forbid: f.forbid.clone(),
+            ..Fake::default()
+        });
+        let files = [
+            (
+                "ns.yaml",
+                "apiVersion: v1\nkind: Namespace\nmetadata: {name: ns}\n".to_string(),
+            ),
+            ("later.yaml", cm("later")),
+        ];
+        let report = run(f2.as_ref(), &hooks(&f2), request(&files, &["old"])).await;
+        assert_eq!(f2.lines(), ["record ns,later,old"]);
+        assert_eq!(
+            names(&report.inventory),
+            ["old"],
+            "ns was refused and later never sent"
         );
     }
 
