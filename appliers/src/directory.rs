@@ -36,14 +36,30 @@ enum Token {
 
 /// At most this many alternatives per glob: `{a,b}{c,d}…` multiplies.
 const MAX_ALTERNATIVES: usize = 1024;
+/// At most this many bytes of pattern as written.
+pub const MAX_PATTERN: usize = 1024;
+/// At most this many characters in all alternatives together once `{…}` lists are expanded:
+/// the bound on a glob's memory (a few hundred KiB of tokens) and on the work of matching one
+/// path (this many steps per character of the path).
+pub const MAX_EXPANDED: usize = 8192;
 
 impl Glob {
     pub fn parse(field: &'static str, pattern: &str) -> Result<Self, GlobError> {
         let fail = |why: &str| GlobError {
             field,
-            pattern: pattern.to_string(),
+            // A pattern refused for its size is not quoted whole.
+            pattern: match pattern.char_indices().nth(64) {
+                Some((cut, _)) => format!("{}…", &pattern[..cut]),
+                None => pattern.to_string(),
+            },
             why: why.to_string(),
         };
+        if pattern.len() > MAX_PATTERN {
+            return Err(fail(&format!(
+                "{} bytes, more than the {MAX_PATTERN} a pattern may have",
+                pattern.len()
+            )));
+        }
         let expanded = expand(pattern).map_err(|w| fail(&w))?;
         let alternatives = expanded
             .iter()
@@ -83,13 +99,33 @@ fn expand(pattern: &str) -> Result<Vec<String>, String> {
         if next.len() > MAX_ALTERNATIVES {
             return Err(format!("more than {MAX_ALTERNATIVES} alternatives"));
         }
-        out = next;
         rest = &rest[close + 1..];
+        check_expanded(next.iter().map(String::len).sum())?;
+        out = next;
     }
     if rest.contains('}') {
         return Err("a '}' has no '{'".into());
     }
+    // The literal tail goes on every alternative: counted before it is copied.
+    let tail = out.len().saturating_mul(rest.len());
+    check_expanded(
+        out.iter()
+            .map(String::len)
+            .sum::<usize>()
+            .saturating_add(tail),
+    )?;
     Ok(out.into_iter().map(|o| o + rest).collect())
+}
+
+/// `total` characters of alternatives, within [`MAX_EXPANDED`]. Each step of [`expand`] holds
+/// at most [`MAX_ALTERNATIVES`] strings of at most [`MAX_PATTERN`] bytes while it is checked.
+fn check_expanded(total: usize) -> Result<(), String> {
+    if total > MAX_EXPANDED {
+        return Err(format!(
+            "its '{{…}}' lists expand to more than {MAX_EXPANDED} characters"
+        ));
+    }
+    Ok(())
 }
 
 fn tokens(pattern: &str) -> Result<Vec<Token>, String> {
@@ -143,9 +179,10 @@ fn tokens(pattern: &str) -> Result<Vec<Token>, String> {
 /// Matches without backtracking blow-up: the set of positions reachable after each token.
 fn match_tokens(tokens: &[Token], text: &[char]) -> bool {
     let mut at = vec![false; text.len() + 1];
+    let mut next = vec![false; text.len() + 1];
     at[0] = true;
     for t in tokens {
-        let mut next = vec![false; text.len() + 1];
+        next.fill(false);
         match t {
             Token::Any => {
                 if let Some(first) = at.iter().position(|b| *b) {
@@ -160,7 +197,7 @@ fn match_tokens(tokens: &[Token], text: &[char]) -> bool {
                 }
             }
         }
-        at = next;
+        std::mem::swap(&mut at, &mut next);
         if !at.iter().any(|b| *b) {
             return false;
         }
@@ -271,8 +308,29 @@ mod tests {
                 "{e}"
             );
         }
-        let e = Glob::parse("f", &"{a,b}".repeat(20)).unwrap_err();
-        assert!(e.why.contains("alternatives"), "{e}");
+        let e = Glob::parse("f", &"{,a}".repeat(20)).unwrap_err();
+        assert!(e.why.contains("more than 1024 alternatives"), "{e}");
+    }
+
+    #[test]
+    fn a_glob_is_bounded_before_it_is_expanded() {
+        // What the issue found: ten lists of two, then literal text, multiply 1,024 times.
+        let hostile = format!("{}{}", "{a,b}".repeat(10), "x".repeat(900));
+        let e = Glob::parse("spec.source.directory.include", &hostile).unwrap_err();
+        assert!(e.why.contains("more than 8192 characters"), "{e}");
+        assert!(e.pattern.chars().count() <= 65, "not quoted whole: {e}");
+        let long = "x".repeat(60_000);
+        let e = Glob::parse("spec.source.directory.include", &long).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "spec.source.directory.include: '{}…': 60000 bytes, more than the 1024 a pattern may have",
+                "x".repeat(64)
+            )
+        );
+        // Lists that stay within the bound still work.
+        let g = Glob::parse("f", &format!("{}*.yaml", "{a,b}".repeat(8))).unwrap();
+        assert!(g.matches("abababab-x.yaml") && !g.matches("c.yaml"));
     }
 
     fn file(path: &str) -> SourceFile {

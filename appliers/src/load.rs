@@ -141,13 +141,29 @@ pub(crate) fn files(pairs: &[(&str, &str)]) -> Vec<SourceFile> {
         .collect()
 }
 
-/// Normalises a user-given path: `./apps/` → `apps`, `.` or `` → the root.
+/// A user-given path within a source, exactly as written but folded: `./apps/` → `apps`,
+/// `.` or `` → the root, `a/./b` → `a/b`, `a/../b` → `b`. A name that starts with a dot
+/// (`.apps`) is that name. A path that leads above the root is refused.
+pub fn source_path(path: &str) -> Result<String, String> {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return Err(format!("'{path}' leads outside the source"));
+                }
+            }
+            name => parts.push(name),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+/// [`source_path`], for paths checked already: one that leads outside the source stays as
+/// written, and so names no file.
 pub fn normalize_path(path: &str) -> String {
-    path.trim_start_matches("./")
-        .trim_matches('/')
-        .trim_start_matches('.')
-        .trim_matches('/')
-        .to_string()
+    source_path(path).unwrap_or_else(|_| path.to_string())
 }
 
 fn is_manifest(path: &str) -> bool {
@@ -283,6 +299,30 @@ fn validate(obj: &Value) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_are_taken_exactly() {
+        for (given, want) in [
+            ("./apps/", "apps"),
+            ("", ""),
+            (".", ""),
+            ("./", ""),
+            ("/apps", "apps"),
+            (".apps/x", ".apps/x"),
+            ("apps/./x/../y", "apps/y"),
+            ("..apps", "..apps"),
+        ] {
+            assert_eq!(source_path(given).as_deref(), Ok(want), "{given}");
+        }
+        for outside in ["..", "../apps", "apps/../.."] {
+            assert!(
+                source_path(outside)
+                    .unwrap_err()
+                    .contains("leads outside the source"),
+                "{outside}"
+            );
+        }
+    }
 
     fn f(path: &str, data: &str) -> SourceFile {
         SourceFile {

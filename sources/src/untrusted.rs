@@ -28,13 +28,13 @@ pub struct Limits {
 }
 
 /// Small archives may compress as well as they like.
-pub const RATIO_FLOOR: u64 = 16 << 20;
+pub const RATIO_FLOOR: u64 = 8 << 20;
 
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            compressed: 256 << 20,
-            uncompressed: 1 << 30,
+            compressed: 64 << 20,
+            uncompressed: 256 << 20,
             entries: 100_000,
             ratio: 200,
         }
@@ -59,11 +59,31 @@ pub enum Refused {
     Corrupt(String),
 }
 
-/// Counts the bytes read through it and refuses to go past a bound.
+/// Counts the bytes read through it.
+struct Counted<R> {
+    inner: R,
+    read: Rc<Cell<u64>>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.set(self.read.get().saturating_add(n as u64));
+        Ok(n)
+    }
+}
+
+/// Counts the bytes inflated through it and refuses to go past a bound, or, once past
+/// [`RATIO_FLOOR`], past `ratio` times the compressed bytes consumed so far: a gzip bomb is
+/// refused a few MiB into its first member, not once it has filled memory.
 struct Bounded<R> {
     inner: R,
     read: Rc<Cell<u64>>,
+    consumed: Rc<Cell<u64>>,
     bound: u64,
+    ratio: u64,
+    /// Set when it refused: the reader's error is the bound, not a corrupt archive.
+    tripped: Rc<Cell<bool>>,
 }
 
 impl<R: Read> Read for Bounded<R> {
@@ -71,7 +91,13 @@ impl<R: Read> Read for Bounded<R> {
         let n = self.inner.read(buf)?;
         let total = self.read.get().saturating_add(n as u64);
         self.read.set(total);
-        if total > self.bound {
+        let so_far = self
+            .consumed
+            .get()
+            .saturating_mul(self.ratio)
+            .max(RATIO_FLOOR);
+        if total > self.bound || total > so_far {
+            self.tripped.set(true);
             return Err(io::Error::other("inflation bound"));
         }
         Ok(n)
@@ -91,13 +117,21 @@ pub fn read(bytes: &[u8], limits: Limits) -> Result<Vec<File>, Refused> {
     let by_ratio = compressed.saturating_mul(limits.ratio).max(RATIO_FLOOR);
     let bound = limits.uncompressed.min(by_ratio);
     let inflated = Rc::new(Cell::new(0u64));
+    let consumed = Rc::new(Cell::new(0u64));
+    let tripped = Rc::new(Cell::new(false));
     let reader = Bounded {
-        inner: GzDecoder::new(bytes),
+        inner: GzDecoder::new(Counted {
+            inner: bytes,
+            read: consumed.clone(),
+        }),
         read: inflated.clone(),
+        consumed,
         bound,
+        ratio: limits.ratio,
+        tripped: tripped.clone(),
     };
     let too_big = || {
-        if by_ratio < limits.uncompressed {
+        if inflated.get() <= limits.uncompressed {
             Refused::Ratio {
                 ratio: limits.ratio,
                 compressed,
@@ -108,8 +142,8 @@ pub fn read(bytes: &[u8], limits: Limits) -> Result<Vec<File>, Refused> {
             }
         }
     };
-    let failed = |e: io::Error, inflated: &Rc<Cell<u64>>| {
-        if inflated.get() > bound {
+    let failed = |e: io::Error, _: &Rc<Cell<u64>>| {
+        if tripped.get() {
             too_big()
         } else {
             Refused::Corrupt(e.to_string())
@@ -145,7 +179,11 @@ pub fn read(bytes: &[u8], limits: Limits) -> Result<Vec<File>, Refused> {
                     .mode()
                     .map(|m| m & 0o111 != 0)
                     .unwrap_or(false);
-                let mut data = Vec::new();
+                // Sized from the header, within what may still inflate and at most 1 MiB up
+                // front: a header is the archive's word, not a promise.
+                let room = bound.saturating_sub(inflated.get());
+                let size = entry.header().size().unwrap_or(0).min(room).min(1 << 20);
+                let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
                 entry
                     .read_to_end(&mut data)
                     .map_err(|e| failed(e, &inflated))?;
@@ -365,6 +403,25 @@ mod tests {
         let zeros = vec![0u8; 64 << 20];
         let bomb = tarball(&[E::File("zeros", &zeros)]);
         let e = read(&bomb, Limits::default()).unwrap_err();
+        assert!(matches!(e, Refused::Ratio { .. }), "{e}");
+        // The same zeros followed by a megabyte that does not compress: over the whole
+        // archive the ratio is about 60, yet the zeros are refused as they inflate, long
+        // before all 64 MiB are in memory.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let noise: Vec<u8> = (0..1 << 20)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        let hidden = tarball(&[E::File("zeros", &zeros), E::File("noise", &noise)]);
+        assert!(
+            (hidden.len() as u64) * 200 > 65 << 20,
+            "within the overall ratio"
+        );
+        let e = read(&hidden, Limits::default()).unwrap_err();
         assert!(matches!(e, Refused::Ratio { .. }), "{e}");
         let small = Limits {
             uncompressed: 1 << 20,

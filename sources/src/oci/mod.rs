@@ -284,6 +284,9 @@ pub enum PullError {
 
 /// Pulls manifest `digest` of `repo` and its layer of `media_type` (the first when `None`),
 /// and reads the layer as an untrusted archive within `limits`, off the async runtime.
+/// Layers read into files at once, in this process.
+static INFLATING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
 pub async fn pull(
     registry: &Registry,
     repo: &Repository,
@@ -296,6 +299,12 @@ pub async fn pull(
         .map_err(OciError::from)?
         .clone();
     let bytes = registry.blob(repo, &layer, limits.compressed).await?;
+    // Layers inflate one or two at a time in this process, however many sources reconcile:
+    // the memory of hostile layers adds up only that far.
+    let _turn = INFLATING.acquire().await.map_err(|e| PullError::Refused {
+        digest: layer.digest.clone(),
+        refused: Refused::Corrupt(e.to_string()),
+    })?;
     let (bytes, files) = tokio::task::spawn_blocking(move || {
         let files = untrusted::read(&bytes, limits);
         (bytes, files)
