@@ -154,6 +154,27 @@ pub enum TargetError {
     Invalid(#[from] Invalid),
     #[error("{cluster}: {error}")]
     Unreachable { cluster: String, error: String },
+    #[error(
+        "cluster '{cluster}' does not accept deployments from namespace '{namespace}': its Secret {secret} allows {allowed} (annotation {})",
+        crate::clusters::allowed::ANNOTATION
+    )]
+    NotAllowed {
+        cluster: String,
+        namespace: String,
+        secret: String,
+        allowed: String,
+    },
+}
+
+impl From<TargetError> for crate::runtime::Failure {
+    fn from(e: TargetError) -> Self {
+        use crate::runtime::Reason;
+        let reason = match e {
+            TargetError::NotAllowed { .. } => Reason::AccessDenied,
+            _ => Reason::ClusterUnavailable,
+        };
+        Self::new(reason, e.to_string())
+    }
 }
 
 /// The targets, each built once per registration.
@@ -183,8 +204,10 @@ impl Targets {
         })
     }
 
-    /// The target for `key`: built on first use, rebuilt when its registration changed.
-    pub async fn get(&self, key: &TargetKey) -> Result<Arc<Target>, TargetError> {
+    /// The target for `key`, asked for by an object in namespace `from`: built on first use,
+    /// rebuilt when its registration changed. A registered cluster is handed only to the
+    /// namespaces its Secret allows: its credentials are the platform's.
+    pub async fn get(&self, key: &TargetKey, from: &str) -> Result<Arc<Target>, TargetError> {
         if *key == TargetKey::HUB {
             return Ok(self.hub.clone());
         }
@@ -198,6 +221,14 @@ impl Targets {
             ClusterRef::Hub => (Connection::Hub, Scope::default(), 0),
             ClusterRef::Registered(name) => {
                 let r = self.registry.lookup(name).await?;
+                if !r.allowed.allows(from) {
+                    return Err(TargetError::NotAllowed {
+                        cluster: name.clone(),
+                        namespace: from.into(),
+                        secret: r.secret.clone(),
+                        allowed: r.allowed.to_string(),
+                    });
+                }
                 let parsed = Connection::Parsed(r.kubeconfig.clone());
                 (parsed, r.scope.clone(), r.fingerprint)
             }
@@ -245,6 +276,17 @@ impl Targets {
     fn cached(&self, key: &TargetKey) -> Option<Arc<Target>> {
         let built = self.built.lock().unwrap_or_else(|e| e.into_inner());
         built.get(key).cloned()
+    }
+
+    /// Stops every target's watches and drops the built ones: this process no longer leads,
+    /// and nothing may repair drift behind the new leader's back.
+    pub fn retire_all(&self) {
+        self.hub.retire();
+        let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
+        for target in built.values() {
+            target.retire();
+        }
+        built.clear();
     }
 
     /// Drops every target on `cluster` and stops its watches.

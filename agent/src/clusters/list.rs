@@ -76,7 +76,7 @@ pub async fn list(
             kustomizations: 0,
             last_error: None,
         };
-        let probed = match secret::parse(&key, &data) {
+        let probed = match secret::parse(&key, &data, super::allowed_of(&s)) {
             Ok(r) => match super::config(r.kubeconfig).await {
                 Ok(config) => match super::client(config, None) {
                     Ok(client) => probe(&client).await,

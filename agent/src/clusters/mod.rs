@@ -4,6 +4,7 @@
 //! The [`Registry`] watches the labeled Secrets and says which cluster changed, so that its
 //! clients are rebuilt (credential rotation without a restart) or dropped.
 
+pub mod allowed;
 pub mod kubeconfig;
 pub mod list;
 pub mod secret;
@@ -59,9 +60,34 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The client configuration of a kubeconfig (its certificates decoded).
 pub async fn config(kubeconfig: kube::config::Kubeconfig) -> Result<kube::Config, String> {
+    let certificate = kubeconfig
+        .auth_infos
+        .iter()
+        .filter_map(|a| a.auth_info.as_ref()?.client_certificate_data.as_deref());
+    for data in certificate {
+        if let Some(problem) = unusable_client_certificate(data) {
+            return Err(problem);
+        }
+    }
     kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
         .await
         .map_err(|e| e.to_string())
+}
+
+/// What is wrong with a client certificate (base64 of PEM) that the TLS library would refuse
+/// with a misleading message. X.509 v1 certificates, which `openssl x509 -req` makes without
+/// `-extfile` and which kubectl accepts, are refused by rustls ("invalid private key:
+/// UnsupportedCertVersion"); this says so, and how to mend it. Pure.
+pub fn unusable_client_certificate(base64_pem: &str) -> Option<String> {
+    use base64::Engine as _;
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(base64_pem.trim())
+        .ok()?;
+    let chain = x509_cert::Certificate::load_pem_chain(&pem).ok()?;
+    let leaf = chain.first()?;
+    (leaf.tbs_certificate().version() == x509_cert::certificate::Version::V1).then(|| {
+        "the client certificate (certData, client-certificate-data) is X.509 version 1, which skewer's TLS library does not accept; issue it again as version 3: with openssl, sign it with `-extfile` naming extensions such as `extendedKeyUsage = clientAuth`".to_string()
+    })
 }
 
 /// A client of `config`, impersonating `identity` when given, that gives up connecting after
@@ -282,10 +308,15 @@ pub fn data_of(s: &Secret) -> BTreeMap<String, Vec<u8>> {
         .collect()
 }
 
+/// The Secret's [`allowed::ANNOTATION`], if it has one.
+pub fn allowed_of(s: &Secret) -> Option<&str> {
+    s.annotations().get(allowed::ANNOTATION).map(String::as_str)
+}
+
 fn read(label: usize, s: &Secret) -> ((usize, String), Entry) {
     let key = secret_key(s);
     let data = data_of(s);
-    let entry = secret::parse(&key, &data)
+    let entry = secret::parse(&key, &data, allowed_of(s))
         .map(Arc::new)
         .map_err(|e| (secret::registered_name(&s.name_any(), &data), e));
     if let Err((_, e)) = &entry {
@@ -384,6 +415,23 @@ mod tests {
                 "cluster Secret skewer-system/bad: config.execProviderConfig: exec plugins"
             ),
             "{broken}"
+        );
+    }
+
+    #[test]
+    fn version_1_client_certificates_are_named() {
+        use base64::Engine as _;
+        let b64 = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
+        // Self-signed, made with `openssl x509 -req` without and with `-extfile`.
+        let v1 = b64(include_str!("testdata/client-v1.pem"));
+        let v3 = b64(include_str!("testdata/client-v3.pem"));
+        let problem = unusable_client_certificate(&v1).expect("refused");
+        assert!(problem.contains("X.509 version 1"), "{problem}");
+        assert_eq!(unusable_client_certificate(&v3), None);
+        assert_eq!(
+            unusable_client_certificate("not base64"),
+            None,
+            "left to kube"
         );
     }
 

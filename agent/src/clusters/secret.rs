@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 use skewer_appliers::scope::Scope;
 
 use super::Invalid;
+use super::allowed::{self, Allowed};
 
 /// A registered cluster: how to reach it and where skewer may act on it.
 #[derive(Debug, Clone)]
@@ -28,6 +29,8 @@ pub struct Registration {
     pub fingerprint: u64,
     /// `namespace/name` of the Secret it came from.
     pub secret: String,
+    /// Which namespaces' Kustomizations and Applications may deploy to it.
+    pub allowed: Allowed,
 }
 
 /// The fingerprint of a Secret's data.
@@ -59,8 +62,13 @@ const DATA_KEYS: &[&str] = &[
     "shard",
 ];
 
-/// Parses the data of Secret `secret` (`namespace/name`).
-pub fn parse(secret: &str, data: &BTreeMap<String, Vec<u8>>) -> Result<Registration, Invalid> {
+/// Parses the data of Secret `secret` (`namespace/name`) and its [`allowed::ANNOTATION`], if
+/// it has one.
+pub fn parse(
+    secret: &str,
+    data: &BTreeMap<String, Vec<u8>>,
+    allowed_namespaces: Option<&str>,
+) -> Result<Registration, Invalid> {
     let invalid = |field: &str, message: String| Invalid {
         origin: format!("cluster Secret {secret}"),
         field: field.into(),
@@ -81,7 +89,16 @@ pub fn parse(secret: &str, data: &BTreeMap<String, Vec<u8>>) -> Result<Registrat
             })
             .transpose()
     };
-    let name = registered_name(secret.rsplit('/').next().unwrap_or(secret), data);
+    let (namespace, secret_name) = secret.split_once('/').unwrap_or(("", secret));
+    let allowed = match allowed_namespaces {
+        None => Allowed::only(namespace),
+        Some(value) => Allowed::parse(value).map_err(|message| Invalid {
+            origin: format!("cluster Secret {secret}"),
+            field: format!("metadata.annotations[{}]", allowed::ANNOTATION),
+            message,
+        })?,
+    };
+    let name = registered_name(secret_name, data);
     let server = text("server")?
         .filter(|s| !s.is_empty())
         .ok_or_else(|| invalid("server", "required (the API server's URL)".into()))?;
@@ -132,6 +149,7 @@ pub fn parse(secret: &str, data: &BTreeMap<String, Vec<u8>>) -> Result<Registrat
         scope: Scope::new(namespaces, cluster_resources),
         fingerprint: fingerprint(data),
         secret: secret.into(),
+        allowed,
     })
 }
 
@@ -276,7 +294,7 @@ mod tests {
     }
 
     fn err(pairs: &[(&str, &str)]) -> String {
-        parse("skewer-system/c", &data(pairs))
+        parse("skewer-system/c", &data(pairs), None)
             .unwrap_err()
             .to_string()
     }
@@ -296,6 +314,7 @@ mod tests {
                 ("server", "https://vcluster-team-a.team-a.svc:443"),
                 ("config", &config),
             ]),
+            None,
         )
         .unwrap();
         assert_eq!(r.name, "vcluster-team-a");
@@ -325,8 +344,10 @@ mod tests {
                 ("clusterResources", "true"),
                 ("project", "default"),
             ]),
+            Some("team-a, platform-*"),
         )
         .unwrap();
+        assert!(r.allowed.allows("platform-x") && !r.allowed.allows("skewer-system"));
         assert_eq!(r.name, "spoke-a-secret", "no name field: the Secret's name");
         assert_eq!(
             r.scope.to_string(),
@@ -381,6 +402,26 @@ mod tests {
         );
         assert!(err(&[server, ("config", "{}"), ("extra", "1")]).contains(": extra: unknown key"));
         assert!(err(&[("server", "ftp://x"), ("config", "{}")]).contains("not an http(s) URL"));
+        let bad = parse(
+            "skewer-system/c",
+            &data(&[server, ("config", r#"{"bearerToken": "t"}"#)]),
+            Some("team_a"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            bad.starts_with(
+                "cluster Secret skewer-system/c: metadata.annotations[skewer.dev/allowed-namespaces]: 'team_a'"
+            ),
+            "{bad}"
+        );
+        let default = parse(
+            "skewer-system/c",
+            &data(&[server, ("config", r#"{"bearerToken": "t"}"#)]),
+            None,
+        )
+        .unwrap();
+        assert!(default.allowed.allows("skewer-system") && !default.allowed.allows("team-a"));
     }
 
     #[test]

@@ -29,6 +29,9 @@ pub enum Reason {
     /// The target cluster is not registered, its registration is invalid, or it cannot be
     /// reached: retried with backoff, and nothing is pruned.
     ClusterUnavailable,
+    /// The object's namespace may not use what it names (a cluster whose Secret does not
+    /// allow it), Flux's reason for refused cross-namespace references.
+    AccessDenied,
     GitOperationFailed,
     /// A registry request failed (Flux's reason).
     OCIArtifactPullFailed,
@@ -63,6 +66,7 @@ impl Reason {
             Reason::HealthCheckFailed => "HealthCheckFailed",
             Reason::OwnershipConflict => "OwnershipConflict",
             Reason::ClusterUnavailable => "ClusterUnavailable",
+            Reason::AccessDenied => "AccessDenied",
             Reason::GitOperationFailed => "GitOperationFailed",
             Reason::OCIArtifactPullFailed => "OCIArtifactPullFailed",
             Reason::OCIArtifactLayerOperationFailed => "OCIArtifactLayerOperationFailed",
