@@ -3,12 +3,19 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tracing::warn;
 
 use crate::metrics::Metrics;
 
@@ -18,22 +25,70 @@ struct Shared {
     ready: Arc<AtomicBool>,
 }
 
-/// `listener` with TCP_NODELAY on every connection: a response written as headers then body
-/// must not wait for the client's delayed ACK (40 ms on Linux) before its second segment.
-pub fn nodelay(
-    listener: tokio::net::TcpListener,
-) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = std::net::SocketAddr> {
-    use axum::serve::ListenerExt as _;
-    listener.tap_io(|tcp| {
+/// What one server holds open at most, and for how long.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Connections open at once; past it, new ones wait in the kernel's accept queue.
+    pub connections: usize,
+    /// A request's headers (and an idle keep-alive connection's next request) must arrive
+    /// within this, or the connection is closed: a client trickling headers holds a
+    /// connection this long at most.
+    pub header_read: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            connections: 1024,
+            header_read: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Bytes of request head (start line and headers) read at most.
+const MAX_HEAD: usize = 64 << 10;
+
+/// Serves `app` on `listener` (HTTP/1.1) within `limits`: at most `limits.connections` open
+/// at once, each closed when its headers take longer than `limits.header_read`, heads over
+/// 64 KiB refused. Every connection has TCP_NODELAY: a response written as headers then body
+/// must not wait for the client's delayed ACK (40 ms on Linux) before its second segment. The
+/// client's address is in each request's extensions as axum's `ConnectInfo<SocketAddr>`.
+pub async fn serve(listener: TcpListener, app: Router, limits: Limits) -> std::io::Result<()> {
+    let open = Arc::new(Semaphore::new(limits.connections.max(1)));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read)
+        .max_buf_size(MAX_HEAD);
+    loop {
+        let Ok(permit) = open.clone().acquire_owned().await else {
+            return Ok(());
+        };
+        let (tcp, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Out of file descriptors, say: wait a little rather than spin.
+                warn!(error = %e, "accepting a connection");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
         let _ = tcp.set_nodelay(true);
-    })
+        let app = app.clone().layer(axum::Extension(ConnectInfo(peer)));
+        let service = TowerToHyperService::new(app);
+        let connection = http.serve_connection(TokioIo::new(tcp), service);
+        tokio::spawn(async move {
+            let _open = permit;
+            // Closed by the client, a deadline, or a protocol error: nothing to tell anyone.
+            let _ = connection.await;
+        });
+    }
 }
 
 /// Serves `/metrics`, `/healthz` (the process is up) and `/readyz` (it reached the API server
 /// and, when electing, holds or is waiting for the lease: followers are ready too, so that
 /// rolling updates proceed).
-pub async fn serve(
-    listener: tokio::net::TcpListener,
+pub async fn serve_health(
+    listener: TcpListener,
     metrics: Arc<Metrics>,
     ready: Arc<AtomicBool>,
 ) -> std::io::Result<()> {
@@ -42,7 +97,7 @@ pub async fn serve(
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .with_state(Shared { metrics, ready });
-    axum::serve(nodelay(listener), app).await
+    serve(listener, app, Limits::default()).await
 }
 
 async fn metrics_text(State(s): State<Shared>) -> impl IntoResponse {

@@ -80,7 +80,7 @@ pub async fn serve(
     let app = Router::new()
         .route("/{*path}", get(artifact))
         .with_state(Shared { client, store });
-    axum::serve(crate::http::nodelay(listener), app).await
+    crate::http::serve(listener, app, crate::http::Limits::default()).await
 }
 
 async fn artifact(State(s): State<Shared>, Path(path): Path<String>) -> Response {

@@ -1,9 +1,13 @@
 //! Who is asking, and what they may see. With `--ui-auth kubernetes` every request carries a
 //! bearer token; a TokenReview says whose it is, and SubjectAccessReviews say whether that
 //! user may `get` a kind in a namespace. Both answers are cached briefly (a token for a
-//! minute, a right for 30 s), so a busy page costs the API server almost nothing.
+//! minute, known or not; a right for 30 s), so a busy page costs the API server almost
+//! nothing. Tokens not seen before are reviewed at most [`REVIEWS_PER_CLIENT`] a minute per
+//! client address and [`REVIEWS`] a minute in all: a flood of made-up tokens is answered 429
+//! without reaching the API server.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -30,6 +34,46 @@ const TOKEN_TTL: Duration = Duration::from_secs(60);
 const RIGHT_TTL: Duration = Duration::from_secs(30);
 /// Entries kept at most, per cache (a flood of distinct tokens must not grow memory).
 const MAX_ENTRIES: usize = 10_000;
+/// TokenReviews of tokens not in the cache, per client address, per [`WINDOW`].
+pub const REVIEWS_PER_CLIENT: u32 = 20;
+/// TokenReviews of tokens not in the cache, in all, per [`WINDOW`].
+pub const REVIEWS: u32 = 300;
+const WINDOW: Duration = Duration::from_secs(60);
+
+/// Why a token got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum Unanswered {
+    #[error("too many new tokens reviewed from this address or in all; try again in a minute")]
+    TooMany,
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+}
+
+/// Reviews counted in the current window: in all, and per client address.
+struct Reviews {
+    since: Instant,
+    all: u32,
+    by_client: HashMap<IpAddr, u32>,
+}
+
+impl Reviews {
+    /// Counts one review for `client`, unless a budget is spent. Pure but for the clock.
+    fn take(&mut self, client: IpAddr, now: Instant) -> bool {
+        if now.saturating_duration_since(self.since) >= WINDOW {
+            self.since = now;
+            self.all = 0;
+            self.by_client.clear();
+        }
+        // At most one entry per client that got a review this window: bounded by REVIEWS.
+        let mine = self.by_client.get(&client).copied().unwrap_or(0);
+        if self.all >= REVIEWS || mine >= REVIEWS_PER_CLIENT {
+            return false;
+        }
+        self.all += 1;
+        self.by_client.insert(client, mine + 1);
+        true
+    }
+}
 
 /// A value and when it was learnt.
 type Dated<V> = (V, Instant);
@@ -41,6 +85,7 @@ pub struct Authorizer {
     /// By the SHA-256 of the token (the token itself is not kept).
     tokens: Mutex<HashMap<[u8; 32], Dated<Option<Viewer>>>>,
     rights: Mutex<HashMap<Right, Dated<bool>>>,
+    reviews: Mutex<Reviews>,
 }
 
 fn fresh<V: Clone>(entry: Option<&(V, Instant)>, ttl: Duration) -> Option<V> {
@@ -70,11 +115,17 @@ impl Authorizer {
             client,
             tokens: Mutex::new(HashMap::new()),
             rights: Mutex::new(HashMap::new()),
+            reviews: Mutex::new(Reviews {
+                since: Instant::now(),
+                all: 0,
+                by_client: HashMap::new(),
+            }),
         }
     }
 
-    /// The user a bearer token belongs to; `None` when the API server does not know it.
-    pub async fn who(&self, token: &str) -> Result<Option<Viewer>, kube::Error> {
+    /// The user a bearer token (sent from `client`) belongs to; `None` when the API server
+    /// does not know it.
+    pub async fn who(&self, token: &str, client: IpAddr) -> Result<Option<Viewer>, Unanswered> {
         let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         if let Some(v) = fresh(
             self.tokens
@@ -84,6 +135,14 @@ impl Authorizer {
             TOKEN_TTL,
         ) {
             return Ok(v);
+        }
+        let allowed = self
+            .reviews
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take(client, Instant::now());
+        if !allowed {
+            return Err(Unanswered::TooMany);
         }
         let review = TokenReview {
             spec: TokenReviewSpec {
@@ -181,5 +240,29 @@ mod tests {
             remember(&mut m, i, true, RIGHT_TTL);
         }
         assert!(m.len() <= MAX_ENTRIES);
+    }
+
+    #[test]
+    fn new_tokens_are_reviewed_within_budgets() {
+        let start = Instant::now();
+        let mut r = Reviews {
+            since: start,
+            all: 0,
+            by_client: HashMap::new(),
+        };
+        let ip = |n: u8| IpAddr::from([10, 0, 0, n]);
+        let granted = (0..100).filter(|_| r.take(ip(1), start)).count();
+        assert_eq!(granted, REVIEWS_PER_CLIENT as usize, "one client's share");
+        assert!(r.take(ip(2), start), "another client still has its own");
+        let more: usize = (3..=40)
+            .map(|n| (0..100).filter(|_| r.take(ip(n), start)).count())
+            .sum();
+        assert_eq!(
+            REVIEWS_PER_CLIENT as usize + 1 + more,
+            REVIEWS as usize,
+            "in all"
+        );
+        assert!(!r.take(ip(41), start));
+        assert!(r.take(ip(1), start + WINDOW), "a new window");
     }
 }

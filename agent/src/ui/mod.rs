@@ -16,11 +16,12 @@
 pub mod auth;
 pub mod list;
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -170,7 +171,7 @@ pub async fn serve(listener: tokio::net::TcpListener, ui: Arc<Ui>) -> std::io::R
         .route("/api/clusters", get(clusters_page))
         .route("/api/stream", get(stream))
         .with_state(ui);
-    axum::serve(crate::http::nodelay(listener), app).await
+    crate::http::serve(listener, app, crate::http::Limits::default()).await
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
@@ -221,7 +222,7 @@ fn token(headers: &HeaderMap) -> Option<String> {
 }
 
 /// Who is asking; a response to send instead when nobody (or nobody known) is.
-async fn viewer(ui: &Ui, headers: &HeaderMap) -> Result<Viewer, Response> {
+async fn viewer(ui: &Ui, headers: &HeaderMap, client: IpAddr) -> Result<Viewer, Response> {
     let Some(authorizer) = &ui.auth else {
         return Ok(Viewer::Anyone);
     };
@@ -231,9 +232,12 @@ async fn viewer(ui: &Ui, headers: &HeaderMap) -> Result<Viewer, Response> {
             "a bearer token is required",
         ));
     };
-    match authorizer.who(&token).await {
+    match authorizer.who(&token, client).await {
         Ok(Some(v)) => Ok(v),
         Ok(None) => Err(refuse(StatusCode::UNAUTHORIZED, "the token is not valid")),
+        Err(e @ auth::Unanswered::TooMany) => {
+            Err(refuse(StatusCode::TOO_MANY_REQUESTS, &e.to_string()))
+        }
         Err(e) => {
             tracing::warn!(error = %e, "dashboard: TokenReview failed");
             Err(refuse(
@@ -268,10 +272,11 @@ fn plural(kind: &str) -> &'static str {
 
 async fn list_page(
     State(ui): State<Arc<Ui>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     Query(q): Query<list::Query>,
 ) -> Response {
-    let who = match viewer(&ui, &headers).await {
+    let who = match viewer(&ui, &headers, peer.ip()).await {
         Ok(v) => v,
         Err(r) => return r,
     };
@@ -305,8 +310,12 @@ async fn list_page(
 }
 
 /// The hub and every registered cluster: server, version and reachability probed live.
-async fn clusters_page(State(ui): State<Arc<Ui>>, headers: HeaderMap) -> Response {
-    let who = match viewer(&ui, &headers).await {
+async fn clusters_page(
+    State(ui): State<Arc<Ui>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    let who = match viewer(&ui, &headers, peer.ip()).await {
         Ok(v) => v,
         Err(r) => return r,
     };
@@ -370,10 +379,11 @@ fn kind_of(word: &str) -> Option<Kind> {
 
 async fn object_page(
     State(ui): State<Arc<Ui>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     Path((kind, namespace, name)): Path<(String, String, String)>,
 ) -> Response {
-    let who = match viewer(&ui, &headers).await {
+    let who = match viewer(&ui, &headers, peer.ip()).await {
         Ok(v) => v,
         Err(r) => return r,
     };
@@ -592,8 +602,12 @@ async fn prune_unseen(ui: &Ui, who: &Viewer, nodes: &mut Vec<crate::cli::tree::N
 }
 
 /// `changed` whenever a watched object changes, coalesced over 100 ms.
-async fn stream(State(ui): State<Arc<Ui>>, headers: HeaderMap) -> Response {
-    if let Err(r) = viewer(&ui, &headers).await {
+async fn stream(
+    State(ui): State<Arc<Ui>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(r) = viewer(&ui, &headers, peer.ip()).await {
         return r;
     }
     Sse::new(changes(ui.changed.subscribe()))

@@ -16,15 +16,17 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::routing::post;
+use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{info, warn};
 
 use self::verify::{Host, Refusal, Verdict};
@@ -47,6 +49,8 @@ struct Registered {
     host: Host,
     token: Vec<u8>,
     receiver: Arc<Receiver>,
+    /// Its requests judged at once ([`PER_RECEIVER`]).
+    turns: Arc<Semaphore>,
 }
 
 impl Registered {
@@ -67,6 +71,8 @@ pub struct Receivers {
     /// When each Receiver last got a refusal Event: a flood of forgeries makes one Event per
     /// [`EVENT_EVERY`], not one per request.
     evented: std::sync::Mutex<HashMap<(String, String), std::time::Instant>>,
+    /// Each Receiver's turns, kept across its re-registrations.
+    turns: std::sync::Mutex<HashMap<(String, String), Arc<Semaphore>>>,
 }
 
 /// At most one refusal Event per Receiver this often.
@@ -93,6 +99,17 @@ impl Receivers {
     fn remove(&self, namespace: &str, name: &str) {
         let mut map = self.by_path.write().unwrap_or_else(|e| e.into_inner());
         map.retain(|_, old| !(old.namespace == namespace && old.name == name));
+        let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
+        turns.remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    /// The turns of Receiver `namespace/name`.
+    fn turns_of(&self, namespace: &str, name: &str) -> Arc<Semaphore> {
+        let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
+        turns
+            .entry((namespace.to_string(), name.to_string()))
+            .or_insert_with(|| Arc::new(Semaphore::new(PER_RECEIVER)))
+            .clone()
     }
 
     fn get(&self, path: &str) -> Option<Registered> {
@@ -162,6 +179,16 @@ async fn register(rcv: &Arc<Receiver>, ctx: &Context) -> Result<(String, Done), 
                 "spec.resources[{i}]: name '*' needs matchLabels"
             )));
         }
+        if let Some(other) = r.namespace.as_deref().filter(|n| *n != ns)
+            && !ctx.settings.cross_namespace_receivers
+        {
+            return Err(Failure::new(
+                Reason::AccessDenied,
+                format!(
+                    "spec.resources[{i}].namespace: '{other}' is another namespace than this Receiver's ('{ns}'); a Receiver reaches only its own namespace unless skewer runs with --cross-namespace-receivers"
+                ),
+            ));
+        }
     }
     let token = super::reconcilers::source::read_secret(
         ctx,
@@ -178,6 +205,7 @@ async fn register(rcv: &Arc<Receiver>, ctx: &Context) -> Result<(String, Done), 
     .await
     .map_err(|m| Failure::new(Reason::AuthenticationFailed, m))?;
     let path = path_of(&token, &name, &ns);
+    let turns = ctx.receivers.turns_of(&ns, &name);
     ctx.receivers.set(
         path.clone(),
         Registered {
@@ -186,6 +214,7 @@ async fn register(rcv: &Arc<Receiver>, ctx: &Context) -> Result<(String, Done), 
             host,
             token,
             receiver: rcv.clone(),
+            turns,
         },
     );
     let done = Done {
@@ -224,15 +253,30 @@ pub struct ArgoEndpoint {
 struct Server {
     ctx: Arc<Context>,
     argo: ArgoEndpoint,
-    /// Requests past their path check at once: a flood of bad ones waits here, bounded,
-    /// instead of reading bodies without end.
-    busy: Arc<tokio::sync::Semaphore>,
+    /// Requests judged at once, whichever their Receiver.
+    busy: Arc<Semaphore>,
+    /// Requests to Argo CD's endpoint judged at once (its share, as a Receiver's).
+    argo_turns: Arc<Semaphore>,
+    /// Bytes of bodies held at once, across all requests.
+    budget: Arc<Semaphore>,
 }
 
-/// Requests whose bodies are read and judged at once.
+/// Requests judged (signature checked, objects asked to reconcile) at once.
 const IN_FLIGHT: usize = 64;
-/// How long a request may wait for its turn, and then take to send its body.
+/// Requests of one Receiver judged at once: a flood on one path leaves the others their turns.
+const PER_RECEIVER: usize = 16;
+/// How long a request may wait for its turn to be judged.
 const PATIENCE: Duration = Duration::from_secs(10);
+/// How long a body may take to arrive once its headers have. No turn is held meanwhile, so a
+/// client trickling its body delays only itself.
+const BODY_DEADLINE: Duration = Duration::from_secs(10);
+/// Bytes of request bodies held in memory at once, across every request: a request that would
+/// go past it is answered 503 at once. Bytes are counted as they arrive, not as declared, so
+/// slow clients cost what they sent.
+const BODY_BUDGET: usize = 64 << 20;
+
+/// A body read in full, and its share of [`BODY_BUDGET`] (given back when dropped).
+type Read = (Bytes, Option<OwnedSemaphorePermit>);
 
 impl Server {
     fn count(&self, receiver: String, result: &'static str) {
@@ -243,23 +287,52 @@ impl Server {
             .inc();
     }
 
-    /// Waits (within [`PATIENCE`]) for a turn, then reads the body within [`BODY_LIMIT`] and
-    /// [`PATIENCE`]; the status code to answer when either fails.
-    async fn body(
+    /// Reads the body within [`BODY_LIMIT`], [`BODY_DEADLINE`] and [`BODY_BUDGET`]; the status
+    /// code to answer when it cannot.
+    async fn body(&self, body: Body) -> Result<Read, (StatusCode, &'static str)> {
+        let read = async {
+            let mut stream = body.into_data_stream();
+            let mut bytes = Vec::new();
+            let mut held: Option<OwnedSemaphorePermit> = None;
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|_| (StatusCode::BAD_REQUEST, "bad_request"))?;
+                if bytes.len().saturating_add(chunk.len()) > BODY_LIMIT {
+                    return Err((StatusCode::PAYLOAD_TOO_LARGE, "too_large"));
+                }
+                let n = u32::try_from(chunk.len()).unwrap_or(u32::MAX);
+                let share = self
+                    .budget
+                    .clone()
+                    .try_acquire_many_owned(n)
+                    .map_err(|_| (StatusCode::SERVICE_UNAVAILABLE, "busy"))?;
+                match &mut held {
+                    Some(h) => h.merge(share),
+                    None => held = Some(share),
+                }
+                bytes.extend_from_slice(&chunk);
+            }
+            Ok((Bytes::from(bytes), held))
+        };
+        tokio::time::timeout(BODY_DEADLINE, read)
+            .await
+            .unwrap_or(Err((StatusCode::REQUEST_TIMEOUT, "bad_request")))
+    }
+
+    /// Waits (within [`PATIENCE`]) for a turn among `mine` (one Receiver's) and among all.
+    async fn turn(
         &self,
-        body: axum::body::Body,
-    ) -> Result<(axum::body::Bytes, tokio::sync::OwnedSemaphorePermit), (StatusCode, &'static str)>
-    {
-        let permit = tokio::time::timeout(PATIENCE, self.busy.clone().acquire_owned())
+        mine: &Arc<Semaphore>,
+    ) -> Result<(OwnedSemaphorePermit, OwnedSemaphorePermit), (StatusCode, &'static str)> {
+        let both = async {
+            let own = mine.clone().acquire_owned().await.ok()?;
+            let all = self.busy.clone().acquire_owned().await.ok()?;
+            Some((own, all))
+        };
+        tokio::time::timeout(PATIENCE, both)
             .await
             .ok()
-            .and_then(Result::ok)
-            .ok_or((StatusCode::SERVICE_UNAVAILABLE, "busy"))?;
-        match tokio::time::timeout(PATIENCE, axum::body::to_bytes(body, BODY_LIMIT)).await {
-            Ok(Ok(b)) => Ok((b, permit)),
-            Ok(Err(_)) => Err((StatusCode::PAYLOAD_TOO_LARGE, "too_large")),
-            Err(_) => Err((StatusCode::REQUEST_TIMEOUT, "bad_request")),
-        }
+            .flatten()
+            .ok_or((StatusCode::SERVICE_UNAVAILABLE, "busy"))
     }
 }
 
@@ -271,13 +344,17 @@ pub fn router(ctx: Arc<Context>, argo: ArgoEndpoint) -> Router {
         .with_state(Server {
             ctx,
             argo,
-            busy: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT)),
+            busy: Arc::new(Semaphore::new(IN_FLIGHT)),
+            argo_turns: Arc::new(Semaphore::new(PER_RECEIVER)),
+            budget: Arc::new(Semaphore::new(BODY_BUDGET)),
         })
 }
 
 /// Serves webhooks on `listener` until shutdown.
 pub async fn serve(listener: tokio::net::TcpListener, ctx: Arc<Context>, argo: ArgoEndpoint) {
-    if let Err(e) = axum::serve(crate::http::nodelay(listener), router(ctx, argo)).await {
+    if let Err(e) =
+        crate::http::serve(listener, router(ctx, argo), crate::http::Limits::default()).await
+    {
         warn!(error = %e, "webhook server stopped");
     }
 }
@@ -332,8 +409,12 @@ async fn argo_cd_judged(
     let Some((host, key)) = argo_host(&header) else {
         return (StatusCode::BAD_REQUEST, "bad_request");
     };
-    let (body, _turn) = match server.body(Body::new(body)).await {
+    let (body, _held) = match server.body(Body::new(body)).await {
         Ok(b) => b,
+        Err(refused) => return refused,
+    };
+    let _turn = match server.turn(&server.argo_turns).await {
+        Ok(t) => t,
         Err(refused) => return refused,
     };
     let secret =
@@ -398,8 +479,12 @@ async fn judged(server: &Server, r: &Registered, request: Request) -> (StatusCod
         return (StatusCode::SERVICE_UNAVAILABLE, "suspended");
     }
     let (parts, body) = request.into_parts();
-    let (body, _turn) = match server.body(Body::new(body)).await {
+    let (body, _held) = match server.body(Body::new(body)).await {
         Ok(b) => b,
+        Err(refused) => return refused,
+    };
+    let _turn = match server.turn(&r.turns).await {
+        Ok(t) => t,
         Err(refused) => return refused,
     };
     let header = header_of(&parts);
