@@ -42,7 +42,9 @@ fn store_key((wanted, creds): &EntryKey) -> String {
 
 #[derive(Default)]
 struct Entry {
-    current: Option<(ArtifactRef, Instant)>,
+    /// The artifact, and when its revision was resolved (monotonic, and wall-clock to compare
+    /// with objects' creation times).
+    current: Option<(ArtifactRef, Instant, jiff::Timestamp)>,
     /// Fetches made for this entry, for the log and tests.
     fetches: u64,
 }
@@ -103,31 +105,34 @@ impl AppSources {
     }
 }
 
-/// The artifact of `wanted`, resolved within `max_age` (unless `refresh`), fetched if its
-/// revision moved.
+/// The artifact of `wanted`, resolved within `max_age` and, when given, no earlier than
+/// `resolved_after` (a refresh, or an Application new or changed since then: it must not
+/// start from a resolution older than itself); fetched if its revision moved.
 pub async fn artifact(
     ctx: &Context,
     namespace: &str,
     wanted: &Wanted,
     max_age: Duration,
-    refresh: bool,
+    resolved_after: Option<jiff::Timestamp>,
 ) -> Result<ArtifactRef, Failure> {
     let secret = ctx.app_sources.credentials(namespace, &wanted.url);
     let entry_key = (wanted.clone(), secret.as_ref().map(|s| s.name.clone()));
     let entry = ctx.app_sources.entry(&entry_key);
     let mut entry = entry.lock().await;
-    if let Some((artifact, at)) = &entry.current
-        && !refresh
+    if let Some((artifact, at, wall)) = &entry.current
+        && resolved_after.is_none_or(|after| *wall >= after)
         && at.elapsed() < max_age
         && ctx.store.path_of(&artifact.key, &artifact.digest).exists()
     {
         return Ok(artifact.clone());
     }
+    // When the remote was asked: what waited on the lock meanwhile may take the answer.
+    let asked = (Instant::now(), jiff::Timestamp::now());
     let key = store_key(&entry_key);
     let current = entry
         .current
         .as_ref()
-        .map(|(a, _)| a)
+        .map(|(a, _, _)| a)
         .filter(|a| ctx.store.path_of(&a.key, &a.digest).exists());
     let fetched = if wanted.url.starts_with("oci://") {
         fetch_oci(ctx, &key, wanted, secret.as_ref(), current).await?
@@ -154,7 +159,7 @@ pub async fn artifact(
             }
         },
     };
-    entry.current = Some((artifact.clone(), Instant::now()));
+    entry.current = Some((artifact.clone(), asked.0, asked.1));
     Ok(artifact)
 }
 

@@ -2,7 +2,8 @@
 //! replicas only one writes. The decision is a pure function of the Lease and the clock; the
 //! loop around it uses the Lease's resourceVersion, so two candidates can never both win.
 //! A leader that cannot renew before its lease runs out must not write any more: [`lead`] hands
-//! back a future that ends when leadership is lost, and the binary stops when it does.
+//! back a future that ends when leadership is lost; the binary then stops its controllers and
+//! campaigns again (an API server that was away for a while is no reason to exit).
 
 use std::time::Duration;
 

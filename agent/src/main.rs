@@ -453,8 +453,9 @@ enum Output {
 
 #[derive(Args)]
 struct RunArgs {
-    /// Watch only this namespace (default: all).
-    #[arg(long, env = "SKEWER_NAMESPACE")]
+    /// Watch only this namespace (default: all; an empty value is refused, not taken for
+    /// all).
+    #[arg(long, env = "SKEWER_NAMESPACE", value_parser = parse_namespace)]
     namespace: Option<String>,
     /// Where Git working repositories and artifacts are kept.
     #[arg(long, default_value = "/tmp/skewer", env = "SKEWER_DATA_DIR")]
@@ -473,7 +474,7 @@ struct RunArgs {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     leader_elect: bool,
     /// Namespace of the Lease (default: --namespace, else `default`).
-    #[arg(long, env = "SKEWER_LEADER_ELECTION_NAMESPACE")]
+    #[arg(long, env = "SKEWER_LEADER_ELECTION_NAMESPACE", value_parser = parse_namespace)]
     leader_election_namespace: Option<String>,
     /// How long a lease lasts without renewal; a follower takes over after it.
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
@@ -490,13 +491,17 @@ struct RunArgs {
     /// Refuse sources and dependencies in another namespace than the Kustomization's.
     #[arg(long)]
     no_cross_namespace_refs: bool,
+    /// Let a Receiver ask objects in other namespaces than its own to reconcile (by default
+    /// it reaches only its own namespace; never with --no-cross-namespace-refs).
+    #[arg(long, conflicts_with = "no_cross_namespace_refs")]
+    cross_namespace_receivers: bool,
     /// Reconcile only objects with these labels (like `shard=a`), so several skewers can share
     /// one hub.
     #[arg(long)]
     watch_label_selector: Option<String>,
     /// Namespace of the cluster Secrets (default: --namespace, else the pod's namespace, else
     /// `skewer-system`).
-    #[arg(long, env = "SKEWER_CLUSTER_SECRET_NAMESPACE")]
+    #[arg(long, env = "SKEWER_CLUSTER_SECRET_NAMESPACE", value_parser = parse_namespace)]
     cluster_secret_namespace: Option<String>,
     /// Read cluster Secrets from every namespace.
     #[arg(long, conflicts_with = "cluster_secret_namespace")]
@@ -580,6 +585,43 @@ async fn hub_client() -> Result<kube::Client> {
         .await
         .context("reading the cluster configuration (KUBECONFIG or in-cluster)")?;
     kube::Client::try_from(config).context("connecting to the hub")
+}
+
+/// Once this process leads (at once without election, `campaign` `None`): the future that
+/// ends when it no longer does.
+type Lost = std::pin::Pin<Box<dyn std::future::Future<Output = leader::Lost> + Send>>;
+
+async fn lead(
+    campaign: Option<&(kube::Api<k8s_openapi::api::coordination::v1::Lease>, String)>,
+    duration: Duration,
+) -> Lost {
+    match campaign {
+        Some((api, me)) => {
+            Box::pin(leader::lead(api.clone(), "skewer-leader".into(), me.clone(), duration).await)
+        }
+        None => Box::pin(std::future::pending()),
+    }
+}
+
+/// A namespace's name. An empty one (`SKEWER_NAMESPACE=""`, as manifests often set it) is
+/// refused: taken as given, every namespaced request would fail.
+fn parse_namespace(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Err(
+            "an empty namespace: name one, or leave the flag (and its environment variable) unset for all namespaces".into(),
+        );
+    }
+    let label = s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if !label {
+        return Err(format!(
+            "'{s}' is not a namespace name (lower-case letters, digits and '-', at most 63)"
+        ));
+    }
+    Ok(s.to_string())
 }
 
 fn parse_secret_name(s: &str) -> Result<(String, String), String> {
@@ -1013,17 +1055,18 @@ async fn run(args: RunArgs) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)
         .await
         .with_context(|| format!("listening on {} (--metrics-addr)", args.metrics_addr))?;
-    tokio::spawn(http::serve(listener, metrics.clone(), ready.clone()));
+    tokio::spawn(http::serve_health(listener, metrics.clone(), ready.clone()));
     client
         .apiserver_version()
         .await
         .context("reaching the API server")?;
     ready.store(true, std::sync::atomic::Ordering::Relaxed);
     // Without election, leadership is never lost.
-    let lost: std::pin::Pin<Box<dyn std::future::Future<Output = leader::Lost> + Send>> =
-        if args.leader_elect {
+    let campaign: Option<(kube::Api<k8s_openapi::api::coordination::v1::Lease>, String)> =
+        args.leader_elect.then(|| {
             let lease_ns = args
                 .leader_election_namespace
+                .clone()
                 .or_else(|| namespace.clone())
                 .unwrap_or_else(|| "default".into());
             let host = std::env::var("POD_NAME").or_else(|_| {
@@ -1034,11 +1077,9 @@ async fn run(args: RunArgs) -> Result<()> {
                 host.unwrap_or_else(|_| "skewer".into()),
                 std::process::id()
             );
-            let api = kube::Api::namespaced(client.clone(), &lease_ns);
-            Box::pin(leader::lead(api, "skewer-leader".into(), me, args.lease_duration).await)
-        } else {
-            Box::pin(std::future::pending())
-        };
+            (kube::Api::namespaced(client.clone(), &lease_ns), me)
+        });
+    let mut lost = lead(campaign.as_ref(), args.lease_duration).await;
     let settings = runtime::Settings {
         concurrency: args.concurrency,
         full_sync: args.full_sync_interval,
@@ -1048,6 +1089,7 @@ async fn run(args: RunArgs) -> Result<()> {
             || std::env::var_os("KUBERNETES_SERVICE_HOST").is_none(),
         default_service_account: args.default_service_account,
         cross_namespace_refs: !args.no_cross_namespace_refs,
+        cross_namespace_receivers: args.cross_namespace_receivers,
         storage_url: args.storage_addr.map(|addr| {
             let host = args
                 .storage_adv_addr
@@ -1113,13 +1155,18 @@ async fn run(args: RunArgs) -> Result<()> {
         tokio::spawn(skewer_agent::ui::serve(listener, ui));
     }
     tracing::info!(namespace = namespace.as_deref().unwrap_or("<all>"), data_dir = %args.data_dir.display(), "skewer running");
-    tokio::select! {
-        () = reconcilers::run(ctx, namespace) => Ok(()),
-        // A leader that can no longer renew must stop writing: exit, and let a replica (or
-        // the restarted process) take over.
-        lost = lost => {
-            tracing::error!(reason = %lost, "no longer the leader; exiting");
-            Err(anyhow::anyhow!("{lost}"))
+    loop {
+        tokio::select! {
+            () = reconcilers::run(ctx.clone(), namespace.clone()) => return Ok(()),
+            // A leader that can no longer renew must stop writing at once: its controllers
+            // and drift watches stop (dropped here), what it fetched and learnt stays (sources,
+            // clients, the drift and ownership tables), and it campaigns again. An API server
+            // that was away is no reason to exit.
+            reason = &mut lost => {
+                tracing::warn!(%reason, "no longer the leader: stopped writing; campaigning again");
+                ctx.targets.retire_all();
+                lost = lead(campaign.as_ref(), args.lease_duration).await;
+            }
         }
     }
 }
@@ -1132,6 +1179,15 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn an_empty_namespace_is_refused_not_taken_for_all() {
+        let run = |ns: &str| Cli::try_parse_from(["skewer", "run", "--namespace", ns]);
+        let e = run("").err().expect("refused").to_string();
+        assert!(e.contains("an empty namespace"), "{e}");
+        assert!(run("Team_A").is_err());
+        assert!(run("team-a").is_ok());
     }
 
     /// What a newcomer reads first: `skewer --help`, and the help of the commands they run

@@ -56,6 +56,8 @@ pub struct Settings {
     pub default_service_account: Option<String>,
     /// Whether a Kustomization may name a source (or dependency) in another namespace.
     pub cross_namespace_refs: bool,
+    /// Whether a Receiver may ask objects in another namespace than its own to reconcile.
+    pub cross_namespace_receivers: bool,
     /// Where other controllers download artifacts (`http://<--storage-adv-addr>`), when
     /// skewer serves them.
     pub storage_url: Option<String>,
@@ -73,8 +75,18 @@ impl Settings {
             local_sources: true,
             default_service_account: None,
             cross_namespace_refs: true,
+            cross_namespace_receivers: false,
             storage_url: None,
         }
+    }
+}
+
+/// A spawned task that ends when this is dropped.
+pub struct AbortOnDrop<T>(pub tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

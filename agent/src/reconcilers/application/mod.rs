@@ -55,6 +55,7 @@ const PROGRESS_CHECK: Duration = Duration::from_secs(2);
 pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     let api: Api<Application> = runtime::scoped(&ctx.client, namespace.as_deref());
     // Repository credentials, Argo CD's way: labeled Secrets, cached.
+    let mut followers = Vec::new();
     for label in skewer_sources::repocreds::LABELS {
         let secrets: Api<Secret> = runtime::scoped(&ctx.client, namespace.as_deref());
         let (store, writer) = reflector::store();
@@ -63,14 +64,18 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         let follow = reflector(writer, runtime::watch::stream(secrets, config))
             .applied_objects()
             .for_each(|_| async {});
-        tokio::spawn(follow);
+        // Stopped with the controller (leadership lost), not left to run beside the next.
+        followers.push(runtime::AbortOnDrop(tokio::spawn(follow)));
         ctx.app_sources.credentials_from(store);
     }
     let controller = runtime::controller(api.clone());
-    ctx.ownership.watch(Arc::new(Inventories {
-        apps: controller.store(),
-        ctx: ctx.clone(),
-    }));
+    ctx.ownership.watch(
+        "Application",
+        Arc::new(Inventories {
+            apps: controller.store(),
+            ctx: ctx.clone(),
+        }),
+    );
     // Drift left alone (no self-heal) reconciles its Application, to show it OutOfSync.
     let store = controller.store();
     let drifted = futures::stream::unfold(ctx.drift.subscribe(), |mut rx| async move {
@@ -241,8 +246,23 @@ async fn apply(app: Arc<Application>, ctx: Arc<Context>) -> Result<Action, Error
         retry: PROGRESS_CHECK,
     };
     let refresh = session.requested;
+    // A new Application starts from a revision resolved after it was created (a shared entry
+    // may be minutes old); Applications created together share one resolution. A refresh
+    // asks the remote now.
+    let new = app
+        .status
+        .as_ref()
+        .and_then(|s| s.observed_generation)
+        .is_none();
+    let resolved_after = if refresh {
+        Some(jiff::Timestamp::now())
+    } else if new {
+        app.metadata.creation_timestamp.as_ref().map(|t| t.0)
+    } else {
+        None
+    };
     let status = &mut session.status;
-    let outcome = reconcile_app(&app, &ctx, &spec, status, asked, refresh).await;
+    let outcome = reconcile_app(&app, &ctx, &spec, status, asked, refresh, resolved_after).await;
     let action = session.finish(outcome.result, Some(schedule)).await?;
     Ok(match outcome.retry_in {
         Some(delay) => Action::requeue(delay),
@@ -260,9 +280,13 @@ pub async fn diff(
 ) -> Result<Vec<crate::cli::diff::Differs>, String> {
     let spec = request::spec(app, &ctx.settings).map_err(|f| f.message)?;
     let key = target_key(ctx, &spec).await.map_err(|f| f.message)?;
-    let target = ctx.targets.get(&key).await.map_err(|e| e.to_string())?;
     let ns = app.namespace().unwrap_or_default();
-    let artifact = appsource::artifact(ctx, &ns, &spec.wanted, spec.interval, false)
+    let target = ctx
+        .targets
+        .get(&key, &ns)
+        .await
+        .map_err(|e| e.to_string())?;
+    let artifact = appsource::artifact(ctx, &ns, &spec.wanted, spec.interval, None)
         .await
         .map_err(|f| f.message)?;
     let files = artifacts::files_under(&ctx.store, &artifact, &spec.path)
@@ -292,6 +316,7 @@ async fn reconcile_app(
     status: &mut ApplicationStatus,
     asked: bool,
     refresh: bool,
+    resolved_after: Option<jiff::Timestamp>,
 ) -> Outcome {
     let done = |result| Outcome {
         result,
@@ -303,22 +328,23 @@ async fn reconcile_app(
         return done(Err(f));
     }
     let target = match target_key(ctx, spec).await {
-        Ok(key) => match ctx.targets.get(&key).await {
+        Ok(key) => match ctx.targets.get(&key, &ns).await {
             Ok(t) => t,
-            Err(e) => return done(Err(Failure::new(Reason::ClusterUnavailable, e.to_string()))),
+            Err(e) => return done(Err(e.into())),
         },
         Err(f) => return done(Err(f)),
     };
-    let artifact = match appsource::artifact(ctx, &ns, &spec.wanted, spec.interval, refresh).await {
-        Ok(a) => a,
-        Err(f) => {
-            status.sync = Some(SyncStatus {
-                status: "Unknown".into(),
-                revision: status.sync.as_ref().and_then(|s| s.revision.clone()),
-            });
-            return done(Err(f));
-        }
-    };
+    let artifact =
+        match appsource::artifact(ctx, &ns, &spec.wanted, spec.interval, resolved_after).await {
+            Ok(a) => a,
+            Err(f) => {
+                status.sync = Some(SyncStatus {
+                    status: "Unknown".into(),
+                    revision: status.sync.as_ref().and_then(|s| s.revision.clone()),
+                });
+                return done(Err(f));
+            }
+        };
     let revision = artifact.revision.clone();
     tracing::Span::current().record("revision", revision.as_str());
     let owner = owner_of(app);
@@ -715,7 +741,11 @@ async fn cleanup(app: Arc<Application>, ctx: Arc<Context>) -> Result<Action, Err
         return Ok(Action::await_change());
     };
     let target = match target_key(&ctx, &spec).await {
-        Ok(key) => ctx.targets.get(&key).await.map_err(|e| e.to_string()),
+        Ok(key) => ctx
+            .targets
+            .get(&key, &app.namespace().unwrap_or_default())
+            .await
+            .map_err(|e| e.to_string()),
         Err(f) => Err(f.message),
     };
     let inventory = from_status(app.status.as_ref().and_then(|s| s.inventory.as_ref()));

@@ -7,7 +7,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::api::PropagationPolicy;
 use skewer_appliers::directory::Directory;
-use skewer_appliers::load::normalize_path;
+use skewer_appliers::load::source_path;
 
 use crate::api::Application;
 use crate::api::duration;
@@ -222,7 +222,8 @@ pub fn spec(app: &Application, settings: &Settings) -> Result<Spec, Failure> {
             url: src.repo_url.trim().to_string(),
             target_revision: src.target_revision.clone().unwrap_or_else(|| "HEAD".into()),
         },
-        path: normalize_path(src.path.as_deref().unwrap_or_default()),
+        path: source_path(src.path.as_deref().unwrap_or_default())
+            .map_err(|e| Failure::invalid(format!("spec.source.path: {e}")))?,
         directory,
         automated,
         options,

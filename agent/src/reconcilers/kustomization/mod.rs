@@ -16,7 +16,6 @@ use std::collections::{BTreeMap, HashSet};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::reflector::{ObjectRef, Store};
-use skewer_appliers::load::normalize_path;
 use skewer_appliers::message::summarize;
 use skewer_appliers::prune::prune;
 use skewer_appliers::sync::SyncError;
@@ -42,7 +41,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     let controller = runtime::controller(api.clone());
     let dependents = controller.store();
     ctx.ownership
-        .watch(Arc::new(Inventories(controller.store())));
+        .watch("Kustomization", Arc::new(Inventories(controller.store())));
     // A new artifact reconciles the Kustomizations that use it.
     let controller = artifacts::watch_sources(
         controller,
@@ -157,6 +156,7 @@ async fn apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, Erro
     let mut session = Session::begin(&ctx, ks.as_ref());
     let spec_ready = request::schedule(&ks).and_then(|(schedule, timeout)| {
         request::references(&ks, &ctx.settings)?;
+        request::path(&ks)?;
         Ok((schedule, timeout, request::target(&ks, &ctx.settings)?))
     });
     let (schedule, timeout, key) = match spec_ready {
@@ -164,12 +164,10 @@ async fn apply(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, Erro
         Err(f) => return session.finish(Err(f), None).await,
     };
     // A cluster that is missing or unreachable: retried with backoff; nothing is pruned.
-    let target = match ctx.targets.get(&key).await {
+    let from = ks.namespace().unwrap_or_default();
+    let target = match ctx.targets.get(&key, &from).await {
         Ok(t) => t,
-        Err(e) => {
-            let failure = Failure::new(Reason::ClusterUnavailable, e.to_string());
-            return session.finish(Err(failure), Some(schedule)).await;
-        }
+        Err(e) => return session.finish(Err(e.into()), Some(schedule)).await,
     };
     let _in_flight = InFlight::start(&ctx.metrics.reconciles_in_flight);
     let deadline = deadline_after(timeout);
@@ -265,7 +263,7 @@ async fn reconcile_sync(
     }
 
     let read = Instant::now();
-    let dir = normalize_path(ks.spec.path.as_deref().unwrap_or_default());
+    let dir = request::path(ks)?;
     let files = artifacts::files_under(&ctx.store, &artifact, &dir).await?;
     let artifact_ms = read.elapsed().as_millis() as u64;
     let previous = from_status(status.inventory.as_ref());
@@ -360,7 +358,11 @@ async fn cleanup(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, Er
     ctx.ownership.forget(&owner_of(&ks));
     if delete && !ks.spec.suspend {
         let target = match request::target(&ks, &ctx.settings) {
-            Ok(key) => ctx.targets.get(&key).await.map_err(|e| e.to_string()),
+            Ok(key) => ctx
+                .targets
+                .get(&key, &ks.namespace().unwrap_or_default())
+                .await
+                .map_err(|e| e.to_string()),
             Err(f) => Err(f.message),
         };
         match target {

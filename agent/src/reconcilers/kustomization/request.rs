@@ -118,6 +118,13 @@ pub fn owner(ks: &Kustomization) -> Owner {
     }
 }
 
+/// The directory of the source `spec.path` names, folded (`./apps/` is `apps`); one that
+/// leads outside the source is refused.
+pub fn path(ks: &Kustomization) -> Result<String, Failure> {
+    skewer_appliers::load::source_path(ks.spec.path.as_deref().unwrap_or_default())
+        .map_err(|e| Failure::invalid(format!("spec.path: {e}")))
+}
+
 /// What one sync of `ks` does with `files`, given what it applied before (`previous`) and
 /// where its target allows it to act (`scope`).
 pub fn build(
@@ -460,11 +467,13 @@ mod tests {
         let pruned = failure(&ks, &SyncError::Prune(Vec::new()));
         assert_eq!(pruned.reason, Reason::PruneFailed);
         let unreachable = skewer_appliers::apply::ApplyError {
+            id: None,
             object: "ConfigMap/ns/a".into(),
             origin: "a.yaml".into(),
             message: "client error (Connect)".into(),
             forbidden: false,
             unreachable: true,
+            refused: false,
         };
         let down = failure(&ks, &SyncError::Apply(vec![unreachable.clone()]));
         assert_eq!(down.reason, Reason::ClusterUnavailable);
