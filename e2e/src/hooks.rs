@@ -40,3 +40,63 @@ pub async fn raw_post(addr: &str, path: &str, headers: &[(&str, &str)], body: &[
     }
     String::from_utf8_lossy(&head[9..12]).parse().unwrap_or(0)
 }
+
+/// What a slow client trickles, one byte a second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trickle {
+    /// Its headers: the request line is sent, then a header line that never ends.
+    Headers,
+    /// Its body: whole headers announcing 4 KiB, then the body.
+    Body,
+}
+
+/// A hostile client of `http://<addr><path>`: it connects and sends what `what` says one
+/// byte a second, for at most `bytes` seconds or until the server closes the connection.
+/// Returns whether the server closed it (or refused it) before the client was done.
+pub async fn trickle(addr: &str, path: &str, what: Trickle, bytes: usize) -> bool {
+    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
+        return true;
+    };
+    let head = match what {
+        Trickle::Headers => format!("POST {path} HTTP/1.1\r\nHost: {addr}\r\nX-Slow: "),
+        Trickle::Body => format!(
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nX-GitHub-Event: push\r\nContent-Length: 4096\r\n\r\n"
+        ),
+    };
+    if s.write_all(head.as_bytes()).await.is_err() {
+        return true;
+    }
+    for _ in 0..bytes {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        if s.write_all(b"a").await.is_err() {
+            return true;
+        }
+    }
+    // Closed by the server: a read sees the end (or an answer) at once.
+    let mut buf = [0u8; 64];
+    matches!(
+        tokio::time::timeout(std::time::Duration::from_millis(100), s.read(&mut buf)).await,
+        Ok(Ok(_) | Err(_))
+    )
+}
+
+/// `n` slow clients of `http://<addr><path>`, half trickling headers and half bodies, each for
+/// at most `seconds`; each task ends with whether the server cut it off.
+pub fn slow_clients(
+    addr: &str,
+    path: &str,
+    n: usize,
+    seconds: usize,
+) -> Vec<tokio::task::JoinHandle<bool>> {
+    (0..n)
+        .map(|i| {
+            let (addr, path) = (addr.to_string(), path.to_string());
+            let what = if i % 2 == 0 {
+                Trickle::Headers
+            } else {
+                Trickle::Body
+            };
+            tokio::spawn(async move { trickle(&addr, &path, what, seconds).await })
+        })
+        .collect()
+}

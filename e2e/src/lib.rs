@@ -85,6 +85,22 @@ pub fn restart_cluster(name: &str) -> Result<PathBuf> {
     Ok(PathBuf::from(out.lines().last().unwrap_or_default().trim()))
 }
 
+/// Stops the API server of cluster `name` for `away`, then starts it again on the same port
+/// with the same credentials and data: an outage as long as the test says.
+pub fn outage(name: &str, away: std::time::Duration) -> Result<PathBuf> {
+    let kubeconfig = cluster(name)?;
+    let state = kubeconfig.parent().context("state directory")?;
+    let port = std::fs::read_to_string(state.join("port"))?;
+    stop_cluster(name)?;
+    // The outage itself: how long the API server is away is what the test is about.
+    std::thread::sleep(away);
+    let out = run(Command::new("bash")
+        .arg(root().join("e2e/cluster/up.sh"))
+        .arg(name)
+        .arg(port.trim()))?;
+    Ok(PathBuf::from(out.lines().last().unwrap_or_default().trim()))
+}
+
 /// Stops the API server of cluster `name`.
 pub fn stop_cluster(name: &str) -> Result<()> {
     run(Command::new("bash")

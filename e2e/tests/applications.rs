@@ -376,6 +376,58 @@ async fn twenty_applications_on_one_repository_and_revision_fetch_once() -> Resu
     Ok(())
 }
 
+/// Issue 23: a new Application on a repository another Application already follows (with an
+/// hour's interval) starts from the branch as it is now, not as the other last resolved it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_application_resolves_its_revision_afresh() -> Result<()> {
+    let git = GitServer::start()?;
+    let repo = git.repo("fresh")?;
+    let ns = skewer_e2e::namespace("fresh")?;
+    repo.write("a/cm.yaml", &cm("a", "one"))?;
+    repo.write("b/cm.yaml", &cm("b", "one"))?;
+    let first = repo.commit("one")?;
+    let c = client().await;
+    let _skewer = skewer_e2e::Skewer::start(&ns)?;
+    let app = |name: &str, path: &str| {
+        kc_apply(&format!(
+            "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: {}, path: {path}, targetRevision: main}}\n  syncPolicy: {{automated: {{}}}}\n  interval: 1h\n",
+            repo.url
+        ))
+    };
+    let at = |commit: &str| {
+        let commit = commit.to_string();
+        move |st: &ApplicationStatus| {
+            synced_healthy(st)?;
+            let revision = st.sync.as_ref().and_then(|s| s.revision.clone());
+            match revision {
+                Some(r) if r.ends_with(&commit) => Ok(()),
+                other => bail!("at {other:?}"),
+            }
+        }
+    };
+    app("early", "a")?;
+    wait_app(&c, &ns, "early", "Synced at the first commit", at(&first)).await?;
+    repo.write("b/cm.yaml", &cm("b", "two"))?;
+    let second = repo.commit("two")?;
+    // Creation times are whole seconds: "late" is created in a later second than the
+    // resolution "early" made, as it would be minutes later in the issue's case.
+    let epoch_second = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0)
+    };
+    let resolved_in = epoch_second();
+    eventually("the next second", WAIT, || async {
+        Ok((epoch_second() > resolved_in).then_some(()))
+    })
+    .await?;
+    app("late", "b")?;
+    wait_app(&c, &ns, "late", "Synced at the second commit", at(&second)).await?;
+    assert_eq!(cm_value(&c, &ns, "b").await?.as_deref(), Some("two"));
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn dependencies_cross_kinds_both_ways() -> Result<()> {
     let git = GitServer::start()?;
@@ -625,26 +677,7 @@ async fn oci_sources_follow_a_version_range() -> Result<()> {
     let one = registry.push_with_skewer(&url, "1.0.0", tree("one")?.path(), &[])?;
     let c = client().await;
     let _skewer = skewer_e2e::Skewer::start(&ns)?;
-    // A plain-HTTP registry on loopback: Argo CD's key for it, on a credential template.
-    put_secret(
-        &c,
-        &ns,
-        "registry",
-        &[
-            ("url", &url),
-            ("type", "oci"),
-            ("insecureOCIForceHttp", "true"),
-        ],
-    )
-    .await?;
-    kc(&[
-        "label",
-        "secret",
-        "registry",
-        "-n",
-        &ns,
-        "argocd.argoproj.io/secret-type=repo-creds",
-    ])?;
+    plain_http_registry(&c, &ns, &url).await?;
     kc_apply(&format!(
         "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: oci, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: '{url}', path: apps, targetRevision: '>=1.0.0'}}\n  syncPolicy: {{automated: {{}}}}\n  interval: 1s\n"
     ))?;

@@ -5,10 +5,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::path::Path;
 
 use anyhow::{Context as _, Result, bail};
+use common::spokes::*;
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
@@ -37,88 +37,6 @@ fn row<'a>(rows: &'a [serde_json::Value], name: &str) -> Result<&'a serde_json::
     rows.iter()
         .find(|r| r["name"] == name)
         .with_context(|| format!("no row {name} in {rows:?}"))
-}
-
-/// The two spokes' kubeconfigs (admin), started once for all tests of this file.
-fn spokes() -> (&'static Path, &'static Path) {
-    static SPOKES: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
-    let (a, b) = SPOKES.get_or_init(|| {
-        let _ = skewer_e2e::hub();
-        let a = skewer_e2e::cluster("spoke-a").expect("starting spoke-a");
-        let b = skewer_e2e::cluster("spoke-b").expect("starting spoke-b");
-        (a, b)
-    });
-    (a, b)
-}
-
-/// A ServiceAccount `name` in kube-system of `spoke`, bound to cluster-admin, and its token.
-async fn admin_token(spoke: &Path, name: &str) -> Result<String> {
-    kc_on(
-        spoke,
-        &["create", "serviceaccount", name, "-n", "kube-system"],
-    )?;
-    kc_on(
-        spoke,
-        &[
-            "create",
-            "clusterrolebinding",
-            name,
-            "--clusterrole=cluster-admin",
-            &format!("--serviceaccount=kube-system:{name}"),
-        ],
-    )?;
-    let secret = eventually("the ServiceAccount's token Secret", WAIT, || async {
-        let s = kc_on(
-            spoke,
-            &[
-                "get",
-                "sa",
-                name,
-                "-n",
-                "kube-system",
-                "-o",
-                "jsonpath={.secrets[0].name}",
-            ],
-        )?;
-        Ok((!s.is_empty()).then_some(s))
-    })
-    .await?;
-    token_of(spoke, &secret).await
-}
-
-/// The token in token Secret `secret` of kube-system, once the token controller filled it.
-async fn token_of(spoke: &Path, secret: &str) -> Result<String> {
-    use base64::Engine as _;
-    let encoded = eventually("a token in the Secret", WAIT, || async {
-        let t = kc_on(
-            spoke,
-            &[
-                "get",
-                "secret",
-                secret,
-                "-n",
-                "kube-system",
-                "-o",
-                "jsonpath={.data.token}",
-            ],
-        )?;
-        Ok((!t.is_empty()).then_some(t))
-    })
-    .await?;
-    let token = base64::engine::general_purpose::STANDARD.decode(encoded.trim())?;
-    Ok(String::from_utf8(token)?)
-}
-
-/// A cluster Secret in skewer's label, registering `spoke` as `name` with a bearer token.
-fn token_secret(ns: &str, name: &str, spoke: &Path, token: &str) -> Result<()> {
-    let config = serde_json::json!({
-        "bearerToken": token,
-        "tlsClientConfig": {"caData": server_ca(spoke)?},
-    });
-    kc_apply(&format!(
-        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: {ns}\n  labels: {{skewer.dev/secret-type: cluster}}\nstringData:\n  name: {name}\n  server: {}\n  config: '{config}'\n",
-        server_url(spoke)?
-    ))
 }
 
 /// A cluster Secret exactly as policy engines generate them for virtual clusters (Argo CD's

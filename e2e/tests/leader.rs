@@ -63,3 +63,67 @@ async fn follower_takes_over_and_heals_the_gap() -> Result<()> {
     assert!(follower.logs().contains("became the leader"));
     Ok(())
 }
+
+/// Issue 23: with leader election on, the API server stops for 30 s. skewer loses its lease,
+/// stops writing, keeps running, takes the lease again when the server is back, applies the
+/// next commit and heals a deletion.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_api_server_outage_is_survived_and_the_lease_taken_again() -> Result<()> {
+    let cluster = "leader-outage";
+    let admin = skewer_e2e::cluster(cluster)?;
+    skewer_e2e::install_crds(&admin)?;
+    let ns = skewer_e2e::unique("outage");
+    skewer_e2e::kc_on(&admin, &["create", "namespace", &ns])?;
+    let git = skewer_e2e::GitServer::start()?;
+    let repo = git.repo("app")?;
+    let cm = |value: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cfg, namespace: {ns}}}\ndata: {{value: {value}}}\n"
+        )
+    };
+    repo.write("cm.yaml", &cm("one"))?;
+    let first = repo.commit("one")?;
+    let mut skewer = Skewer::start_on(
+        &skewer_e2e::skewer_kubeconfig_of(&admin, None)?,
+        &ns,
+        &["--lease-duration", "3s"],
+    )?;
+    skewer_e2e::apply_to(
+        &admin,
+        &format!(
+            "apiVersion: skewer.dev/v1alpha1\nkind: GitRepository\nmetadata: {{name: src, namespace: {ns}}}\nspec:\n  url: {}\n  interval: 1s\n  ref: {{branch: main}}\n---\napiVersion: skewer.dev/v1alpha1\nkind: Kustomization\nmetadata: {{name: app, namespace: {ns}}}\nspec:\n  sourceRef: {{kind: GitRepository, name: src}}\n  path: ./\n  interval: 1h\n  retryInterval: 2s\n",
+            repo.url
+        ),
+    )?;
+    let c = skewer_e2e::client(&admin).await?;
+    wait_applied(&c, &ns, "app", &first).await?;
+
+    skewer_e2e::outage(cluster, Duration::from_secs(30))?;
+    assert!(skewer.is_running(), "skewer exited:\n{}", skewer.logs());
+    let c = skewer_e2e::client(&admin).await?;
+    eventually("the lease taken again", WAIT, || async {
+        let logs = skewer.logs();
+        let stepped_down = logs.contains("no longer the leader: stopped writing");
+        let led_again = logs.matches("became the leader").count() >= 2;
+        Ok((stepped_down && led_again).then_some(()))
+    })
+    .await?;
+    assert!(
+        holder(&c, &ns)
+            .await?
+            .ends_with(&format!("-{}", skewer.pid()))
+    );
+
+    repo.write("cm.yaml", &cm("two"))?;
+    let second = repo.commit("two")?;
+    wait_applied(&c, &ns, "app", &second).await?;
+    skewer_e2e::kc_on(&admin, &["delete", "configmap", "cfg", "-n", &ns])?;
+    eventually("the deletion healed", WAIT, || async {
+        Ok(exists(&c, "v1", "ConfigMap", &ns, "cfg").await?.map(|_| ()))
+    })
+    .await?;
+    assert!(skewer.is_running(), "skewer exited:\n{}", skewer.logs());
+    drop(skewer);
+    skewer_e2e::stop_cluster(cluster)?;
+    Ok(())
+}

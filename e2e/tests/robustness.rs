@@ -3,7 +3,7 @@
 
 mod common;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use common::*;
 use skewer_e2e::{eventually, kc, kc_apply};
 
@@ -89,5 +89,120 @@ async fn absurd_durations_are_refused_and_never_stop_the_daemon() -> Result<()> 
 
     assert!(skewer.is_running(), "the daemon exited:\n{}", skewer.logs());
     assert!(!skewer.logs().contains("panicked"), "{}", skewer.logs());
+    Ok(())
+}
+
+/// A `.tar.gz` of one file of `size` zeros, built as it streams (the test holds no more than
+/// the compressed bytes): about a megabyte for a gibibyte.
+fn gzip_bomb(size: u64) -> Result<Vec<u8>> {
+    use std::io::Read as _;
+    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let mut tar = tar::Builder::new(gz);
+    let mut header = tar::Header::new_gnu();
+    header.set_path("zeros.yaml")?;
+    header.set_size(size);
+    header.set_mode(0o644);
+    header.set_cksum();
+    tar.append(&header, std::io::repeat(0).take(size))?;
+    Ok(tar.into_inner()?.finish()?)
+}
+
+/// Issue 23: one object's field or artifact cannot eat the machine. An Application whose
+/// `directory.include` is 60 KB, and a 1 GiB gzip bomb read both by an OCIRepository and by an
+/// Application at once, are refused naming the limit; skewer's peak RSS stays within 64 MiB
+/// of what it was idle, and the healthy Kustomization beside them keeps healing.
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_globs_and_archives_are_refused_within_a_memory_bound() -> Result<()> {
+    use skewer_e2e::registry::{Blob, Registry, push_with_skopeo};
+    let f = Fixture::new("memory").await?;
+    let (ns, c) = (f.ns.clone(), f.c.clone());
+    let mut skewer = f.app(&f.configmap(), &[], "").await?;
+    let pid = skewer.pid();
+    let registry = Registry::start()?;
+    let bomb = push_with_skopeo(
+        &registry,
+        "bomb",
+        "v1",
+        &Blob {
+            media_type: "application/vnd.cncf.flux.config.v1+json".into(),
+            data: b"{}".to_vec(),
+        },
+        &[Blob {
+            media_type: "application/vnd.cncf.flux.content.v1.tar+gzip".into(),
+            data: gzip_bomb(1 << 30)?,
+        }],
+        serde_json::json!({}),
+    )?;
+    let idle = skewer_e2e::measure::memory_kib(pid, "VmRSS").context("RSS")?;
+
+    let include = format!("{}{}", "{a,b}".repeat(10), "x".repeat(60 << 10));
+    let app = |name: &str, source: &str| {
+        kc_apply(&format!(
+            "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  project: default\n  source: {source}\n  destination: {{server: https://kubernetes.default.svc, namespace: {ns}}}\n  syncPolicy: {{automated: {{}}}}\n"
+        ))
+    };
+    app(
+        "glob",
+        &format!(
+            "{{repoURL: \"{}\", targetRevision: main, path: ., directory: {{include: \"{include}\"}}}}",
+            f.repo.url
+        ),
+    )?;
+    plain_http_registry(&c, &ns, &format!("oci://{}/bomb", registry.host)).await?;
+    app(
+        "bomb",
+        &format!(
+            "{{repoURL: \"oci://{}/bomb\", targetRevision: v1, path: .}}",
+            registry.host
+        ),
+    )?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: OCIRepository\nmetadata: {{name: bomb, namespace: {ns}}}\nspec:\n  url: oci://{}/bomb\n  ref: {{tag: v1}}\n  interval: 1m\n  insecure: true\n",
+        registry.host
+    ))?;
+
+    let refused = |kind: &'static str, name: &'static str, needle: &'static str| {
+        let ns = ns.clone();
+        async move {
+            let path = "jsonpath={.status.conditions[?(@.type==\"Ready\")].message}";
+            eventually(&format!("{kind}/{name} refused"), WAIT, || async {
+                let message = kc(&["get", kind, name, "-n", &ns, "-o", path])?;
+                Ok(message.contains(needle).then_some(message))
+            })
+            .await
+        }
+    };
+    let glob = refused("application", "glob", "spec.source.directory.include").await?;
+    assert!(
+        glob.contains("more than the 1024 a pattern may have"),
+        "{glob}"
+    );
+    assert!(
+        glob.len() < 1024,
+        "the pattern is not quoted whole: {}",
+        glob.len()
+    );
+    let oci = refused("ocirepository", "bomb", "inflates").await?;
+    assert!(oci.contains(&format!("layer {}", "sha256:")), "{oci}");
+    refused("application", "bomb", "inflates").await?;
+    let peak = skewer_e2e::measure::memory_kib(pid, "VmHWM").context("RSS")?;
+    eprintln!(
+        "idle RSS {} MiB, peak after a 60 KB glob and a 1 GiB gzip bomb twice: {} MiB (bomb {bomb})",
+        idle / 1024,
+        peak / 1024
+    );
+    assert!(
+        peak < idle + (64 << 10),
+        "peak RSS {} KiB over idle",
+        peak.saturating_sub(idle)
+    );
+
+    // The healthy Kustomization beside them still heals.
+    kc(&["delete", "configmap", "cfg", "-n", &ns])?;
+    eventually("cfg to be recreated", WAIT, || async {
+        Ok(exists(&c, "v1", "ConfigMap", &ns, "cfg").await?.map(|_| ()))
+    })
+    .await?;
+    assert!(skewer.is_running(), "the daemon exited:\n{}", skewer.logs());
     Ok(())
 }

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 use common::*;
 use hmac::Hmac;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -86,7 +86,7 @@ struct Hooked {
     c: kube::Client,
     addr: String,
     first: String,
-    _skewer: skewer_e2e::Skewer,
+    skewer: skewer_e2e::Skewer,
 }
 
 async fn hooked(prefix: &str, extra: &[&str]) -> Result<Hooked> {
@@ -113,7 +113,7 @@ async fn hooked(prefix: &str, extra: &[&str]) -> Result<Hooked> {
         c,
         addr,
         first,
-        _skewer: skewer,
+        skewer,
     })
 }
 
@@ -579,5 +579,104 @@ async fn each_hosts_documented_push_is_accepted_as_that_host_signs_it() -> Resul
             assert_eq!(post(&url, &forged, body)?, 401, "{host} forged");
         }
     }
+    Ok(())
+}
+
+use skewer_e2e::hooks::slow_clients;
+
+/// Open file descriptors of process `pid`.
+fn open_fds(pid: u32) -> Result<usize> {
+    Ok(std::fs::read_dir(format!("/proc/{pid}/fd"))?.count())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_clients_on_one_receiver_starve_no_one() -> Result<()> {
+    let h = hooked("hooks-slow", &[]).await?;
+    let (ns, c, addr, repo) = (h.ns.clone(), h.c.clone(), h.addr.clone(), &h.repo);
+    let pid = h.skewer.pid();
+    let token = "slow-clients-secret-0123";
+    put_secret(&c, &ns, "t", &[("token", token)]).await?;
+    for name in ["flooded", "other"] {
+        kc_apply(&format!(
+            "apiVersion: skewer.dev/v1alpha1\nkind: Receiver\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  type: github\n  secretRef: {{name: t}}\n  resources: [{{kind: GitRepository, name: src}}]\n"
+        ))?;
+    }
+    let flooded = wait_path(&c, &ns, "flooded").await?;
+    let other = wait_path(&c, &ns, "other").await?;
+    let idle_rss = skewer_e2e::measure::memory_kib(pid, "VmRSS").context("RSS")?;
+    let idle_fds = open_fds(pid)?;
+
+    // 300 slow clients on one Receiver's path: half trickle their headers, half their bodies,
+    // a byte a second for up to a minute.
+    let slow = slow_clients(&addr, &flooded, 300, 60);
+    // Every one of them connected (and is trickling) before the valid pushes.
+    eventually("the slow clients connected", WAIT, || async {
+        Ok((open_fds(pid)? >= idle_fds + 290).then_some(()))
+    })
+    .await?;
+    let busy_fds = open_fds(pid)?;
+
+    let push = |path: &str, value: &str| {
+        let (path, value) = (path.to_string(), value.to_string());
+        let (addr, url, ns) = (addr.clone(), repo.url.clone(), ns.clone());
+        async move {
+            repo.write("apps/cm.yaml", &cm(&ns, &value))?;
+            let commit = repo.commit(&value)?;
+            let body = github_push(&url, &commit);
+            let sig = sign(token, body.as_bytes());
+            let headers = [
+                ("X-GitHub-Event", "push"),
+                ("X-Hub-Signature-256", sig.as_str()),
+            ];
+            let sent = Instant::now();
+            let code = raw_post(&addr, &path, &headers, body.as_bytes()).await;
+            anyhow::ensure!(code == 200, "push to {path}: {code}");
+            Ok::<_, anyhow::Error>(sent)
+        }
+    };
+    let applied = |value: &'static str, within: Duration, sent: Instant| {
+        let c = c.clone();
+        let ns = ns.clone();
+        async move {
+            eventually(&format!("{value} applied"), within, || async {
+                Ok((cm_value(&c, &ns).await?.as_deref() == Some(value)).then_some(()))
+            })
+            .await?;
+            Ok::<_, anyhow::Error>(sent.elapsed())
+        }
+    };
+    let sent = push(&other, "two").await?;
+    let to_other = applied("two", Duration::from_secs(2), sent).await?;
+    let sent = push(&flooded, "three").await?;
+    let to_flooded = applied("three", Duration::from_secs(5), sent).await?;
+    let peak_rss = skewer_e2e::measure::memory_kib(pid, "VmHWM").context("RSS")?;
+    eprintln!(
+        "300 slow clients: push to another Receiver applied in {to_other:?}, to the flooded one in {to_flooded:?}; fds {idle_fds} idle, {busy_fds} with the clients; RSS {} MiB idle, peak {} MiB",
+        idle_rss / 1024,
+        peak_rss / 1024
+    );
+    assert!(
+        peak_rss < idle_rss + (64 << 10),
+        "RSS grew {} KiB",
+        peak_rss - idle_rss
+    );
+
+    // Header tricklers are cut off after the header deadline, body tricklers after the body
+    // deadline: no client holds a connection for its whole minute.
+    let cut = std::time::Instant::now();
+    let mut closed = 0;
+    for s in slow {
+        closed += usize::from(s.await?);
+    }
+    assert_eq!(closed, 300, "every slow client was cut off");
+    assert!(
+        cut.elapsed() < Duration::from_secs(50),
+        "{:?}",
+        cut.elapsed()
+    );
+    eventually("the file descriptors given back", WAIT, || async {
+        Ok((open_fds(pid)? <= idle_fds + 10).then_some(()))
+    })
+    .await?;
     Ok(())
 }

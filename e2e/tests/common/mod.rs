@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod spokes;
+
 use std::time::Duration;
 
 use std::collections::BTreeMap;
@@ -226,6 +228,31 @@ impl Fixture {
 }
 
 /// Creates or replaces Secret `name` with `data` (as stringData).
+/// Applications in `ns` reach the registry of `url` (`oci://…`, a plain-HTTP registry on
+/// loopback) through Argo CD's key for it, on a credential template.
+pub async fn plain_http_registry(c: &kube::Client, ns: &str, url: &str) -> Result<()> {
+    put_secret(
+        c,
+        ns,
+        "registry",
+        &[
+            ("url", url),
+            ("type", "oci"),
+            ("insecureOCIForceHttp", "true"),
+        ],
+    )
+    .await?;
+    skewer_e2e::kc(&[
+        "label",
+        "secret",
+        "registry",
+        "-n",
+        ns,
+        "argocd.argoproj.io/secret-type=repo-creds",
+    ])?;
+    Ok(())
+}
+
 pub async fn put_secret(
     c: &kube::Client,
     ns: &str,
