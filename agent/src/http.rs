@@ -11,6 +11,8 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
+use hyper::Request;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
@@ -73,8 +75,13 @@ pub async fn serve(listener: TcpListener, app: Router, limits: Limits) -> std::i
             }
         };
         let _ = tcp.set_nodelay(true);
-        let app = app.clone().layer(axum::Extension(ConnectInfo(peer)));
-        let service = TowerToHyperService::new(app);
+        // The router as it is (a clone is a reference count), the client's address added to
+        // each request on the way in.
+        let router = TowerToHyperService::new(app.clone());
+        let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
+            request.extensions_mut().insert(ConnectInfo(peer));
+            hyper::service::Service::call(&router, request)
+        });
         let connection = http.serve_connection(TokioIo::new(tcp), service);
         tokio::spawn(async move {
             let _open = permit;
