@@ -145,19 +145,8 @@ pub(crate) fn files(pairs: &[(&str, &str)]) -> Vec<SourceFile> {
 /// `.` or `` → the root, `a/./b` → `a/b`, `a/../b` → `b`. A name that starts with a dot
 /// (`.apps`) is that name. A path that leads above the root is refused.
 pub fn source_path(path: &str) -> Result<String, String> {
-    let mut parts: Vec<&str> = Vec::new();
-    for part in path.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                if parts.pop().is_none() {
-                    return Err(format!("'{path}' leads outside the source"));
-                }
-            }
-            name => parts.push(name),
-        }
-    }
-    Ok(parts.join("/"))
+    // A leading `/` is the source's root, as Flux joins it.
+    crate::kustomize::tree::resolve("", path.trim_start_matches('/'))
 }
 
 /// [`source_path`], for paths checked already: one that leads outside the source stays as
