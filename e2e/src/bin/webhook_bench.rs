@@ -9,6 +9,9 @@
 //! 2. Refusals: forged requests (a wrong signature) as fast as 64 connections send them; how
 //!    many skewer refuses per second of its CPU time (one core's worth).
 //! 3. A burst of 20 identical pushes: the fetches the Git server sees.
+//! 4. Slow clients: `--slow` clients (300) trickle headers or bodies a byte a second on the
+//!    Receiver's path; pushes to it and to another Receiver, push to applied (p50, max of 10
+//!    each); skewer's open file descriptors and RSS before and with them.
 
 use std::time::{Duration, Instant};
 
@@ -34,7 +37,16 @@ fn files(ns: &str, objects: usize, changed: usize) -> Vec<(String, String)> {
         .collect()
 }
 
-use skewer_e2e::hooks::{github_signature as sign, raw_post as post};
+use skewer_e2e::hooks::{github_signature as sign, raw_post as post, slow_clients};
+
+/// GitHub's push of `commit` to main of `url`, signed with `token`: the body and its signature.
+fn push_of(token: &str, url: &str, commit: &str) -> (String, String) {
+    let body = serde_json::json!({"ref": "refs/heads/main", "after": commit,
+        "repository": {"clone_url": url}})
+    .to_string();
+    let sig = sign(token, body.as_bytes());
+    (body, sig)
+}
 
 async fn value(api: &Api<ConfigMap>) -> Option<String> {
     api.get_opt("cm-0000")
@@ -82,6 +94,7 @@ async fn main() -> Result<()> {
     let pushes = arg("--pushes", 50);
     let objects = arg("--objects", 1000);
     let poll_samples = arg("--poll-samples", 3);
+    let slow = arg("--slow", 300);
     let c = client(hub()).await?;
     let git = GitServer::start_http()?;
     let repo = git.repo("bench")?;
@@ -125,10 +138,7 @@ async fn main() -> Result<()> {
             repo.write(&p, &text)?;
         }
         let commit = repo.commit(&format!("push {i}"))?;
-        let body = serde_json::json!({"ref": "refs/heads/main", "after": commit,
-            "repository": {"clone_url": repo.url}})
-        .to_string();
-        let sig = sign(token, body.as_bytes());
+        let (body, sig) = push_of(token, &repo.url, &commit);
         let h = [
             ("X-GitHub-Event", "push"),
             ("X-Hub-Signature-256", sig.as_str()),
@@ -147,10 +157,7 @@ async fn main() -> Result<()> {
         repo.write(&p, &text)?;
     }
     let commit = repo.commit("burst")?;
-    let body = serde_json::json!({"ref": "refs/heads/main", "after": commit,
-        "repository": {"clone_url": repo.url}})
-    .to_string();
-    let sig = sign(token, body.as_bytes());
+    let (body, sig) = push_of(token, &repo.url, &commit);
     let before = git.requests("git-upload-pack fetch");
     let burst: Vec<_> = (0..20)
         .map(|_| {
@@ -170,6 +177,65 @@ async fn main() -> Result<()> {
     until_value(&cms, &(pushes + 1).to_string(), Duration::from_secs(60)).await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let burst_fetches = git.requests("git-upload-pack fetch") - before;
+
+    // 4. Slow clients on the Receiver's path; pushes to it and to another Receiver.
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Receiver\nmetadata: {{name: other, namespace: {ns}}}\nspec:\n  type: github\n  secretRef: {{name: t}}\n  resources: [{{kind: GitRepository, name: hooked}}]\n"
+    ))?;
+    let other = loop {
+        if let Some(p) = receivers
+            .get("other")
+            .await?
+            .status
+            .and_then(|s| s.webhook_path)
+        {
+            break p;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let pid = skewer.pid();
+    let fds = || std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
+    let rss = || skewer_e2e::measure::memory_kib(pid, "VmRSS").unwrap_or(0);
+    let (idle_fds, idle_rss) = (fds(), rss());
+    let slow_start = Instant::now();
+    let slow_clients = slow_clients(&addr, &path, slow, 60);
+    while fds() < idle_fds + slow * 9 / 10 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (slow_fds, mut slow_rss) = (fds(), rss());
+    let (mut to_flooded, mut to_other) = (Vec::new(), Vec::new());
+    for i in 0..20 {
+        let v = pushes + 2 + i;
+        for (p, text) in files(&ns, objects, v).into_iter().take(1) {
+            repo.write(&p, &text)?;
+        }
+        let commit = repo.commit(&format!("slow {i}"))?;
+        let (body, sig) = push_of(token, &repo.url, &commit);
+        let h = [
+            ("X-GitHub-Event", "push"),
+            ("X-Hub-Signature-256", sig.as_str()),
+        ];
+        let target = if i % 2 == 0 { &path } else { &other };
+        let start = Instant::now();
+        let code = post(&addr, target, &h, body.as_bytes()).await;
+        if code != 200 {
+            bail!("push {i} among slow clients: {code}");
+        }
+        until_value(&cms, &v.to_string(), Duration::from_secs(60)).await?;
+        let took = start.elapsed();
+        if i % 2 == 0 {
+            to_flooded.push(took);
+        } else {
+            to_other.push(took);
+        }
+        slow_rss = slow_rss.max(rss());
+    }
+    let mut cut_off = 0;
+    for s in slow_clients {
+        cut_off += usize::from(s.await?);
+    }
+    let slow_cut = slow_start.elapsed();
+    let after_pushes = pushes + 21;
 
     // 2. Refusals per CPU-second.
     let n = 20_000;
@@ -209,8 +275,8 @@ async fn main() -> Result<()> {
         r#"{"spec":{"interval":"1m"}}"#,
     ])?;
     let mut polled = Vec::new();
-    let base = pushes + 2;
-    until_value(&cms, &(pushes + 1).to_string(), Duration::from_secs(120)).await?;
+    let base = after_pushes + 1;
+    until_value(&cms, &after_pushes.to_string(), Duration::from_secs(120)).await?;
     for i in 0..poll_samples {
         let v = base + i;
         for (p, text) in files(&ns, objects, v).into_iter().take(1) {
@@ -239,5 +305,27 @@ async fn main() -> Result<()> {
         n as f64 / used.as_secs_f64().max(0.001)
     );
     println!("| fetches for a burst of 20 pushes of one commit | {burst_fetches} |");
+    let p50_max = |v: Vec<Duration>| {
+        let max = v.iter().max().copied().unwrap_or_default();
+        format!("{} / {}", ms(percentile(v, 0.5)), ms(max))
+    };
+    println!(
+        "| with {slow} slow clients on the Receiver's path: push → applied to it, p50 / max of 10 | {} |",
+        p50_max(to_flooded)
+    );
+    println!(
+        "| … to another Receiver, p50 / max of 10 | {} |",
+        p50_max(to_other)
+    );
+    println!("| … skewer's open files: idle / with the clients | {idle_fds} / {slow_fds} |");
+    println!(
+        "| … skewer's RSS: idle / highest with the clients | {:.1} MiB / {:.1} MiB |",
+        idle_rss as f64 / 1024.0,
+        slow_rss as f64 / 1024.0
+    );
+    println!(
+        "| … slow clients cut off by the server (header deadline 5 s, body 10 s), and when the last was | {cut_off} of {slow}, {:.1} s |",
+        slow_cut.as_secs_f64()
+    );
     Ok(())
 }
