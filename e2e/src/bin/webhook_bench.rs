@@ -1,6 +1,6 @@
 //! Webhooks against polling, on the local real API server; prints a Markdown table.
 //!
-//!   SKEWER_BENCH=webhook_bench bash e2e/bench.sh [--pushes 50 --objects 1000 --poll-samples 3]
+//!   SKEWER_BENCH=webhook_bench bash e2e/bench.sh [--pushes 50 --objects 1000 --poll-samples 3 --slow 300]
 //!
 //! 1. Push to applied: a repository of `--objects` ConfigMaps, one changed per push and
 //!    committed, then GitHub's signed push hook sent; the time until the API server has the
