@@ -106,8 +106,8 @@ impl AppSources {
 }
 
 /// The artifact of `wanted`, resolved within `max_age` and, when given, no earlier than
-/// `resolved_after` (a refresh, or an Application new or changed since then: it must not
-/// start from a resolution older than itself); fetched if its revision moved.
+/// `resolved_after` (a refresh, or a new Application: it must not start from a resolution
+/// older than itself); fetched if its revision moved.
 pub async fn artifact(
     ctx: &Context,
     namespace: &str,

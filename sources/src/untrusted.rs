@@ -142,7 +142,7 @@ pub fn read(bytes: &[u8], limits: Limits) -> Result<Vec<File>, Refused> {
             }
         }
     };
-    let failed = |e: io::Error, _: &Rc<Cell<u64>>| {
+    let failed = |e: io::Error| {
         if tripped.get() {
             too_big()
         } else {
@@ -154,14 +154,14 @@ pub fn read(bytes: &[u8], limits: Limits) -> Result<Vec<File>, Refused> {
     let mut files: BTreeMap<String, File> = BTreeMap::new();
     // (entry, where it points, whether the target is relative to the archive root)
     let mut links: Vec<(String, String, bool)> = Vec::new();
-    let entries = archive.entries().map_err(|e| failed(e, &inflated))?;
+    let entries = archive.entries().map_err(failed)?;
     for (count, entry) in entries.enumerate() {
         if count >= limits.entries {
             return Err(Refused::Entries {
                 limit: limits.entries,
             });
         }
-        let mut entry = entry.map_err(|e| failed(e, &inflated))?;
+        let mut entry = entry.map_err(failed)?;
         let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         let refuse = |why: &str| Refused::Entry {
             entry: raw.clone(),
@@ -184,9 +184,7 @@ pub fn read(bytes: &[u8], limits: Limits) -> Result<Vec<File>, Refused> {
                 let room = bound.saturating_sub(inflated.get());
                 let size = entry.header().size().unwrap_or(0).min(room).min(1 << 20);
                 let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-                entry
-                    .read_to_end(&mut data)
-                    .map_err(|e| failed(e, &inflated))?;
+                entry.read_to_end(&mut data).map_err(failed)?;
                 files.insert(
                     path.clone(),
                     File {

@@ -282,11 +282,11 @@ pub enum PullError {
     Refused { digest: String, refused: Refused },
 }
 
-/// Pulls manifest `digest` of `repo` and its layer of `media_type` (the first when `None`),
-/// and reads the layer as an untrusted archive within `limits`, off the async runtime.
 /// Layers read into files at once, in this process.
 static INFLATING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
 
+/// Pulls manifest `digest` of `repo` and its layer of `media_type` (the first when `None`),
+/// and reads the layer as an untrusted archive within `limits`, off the async runtime.
 pub async fn pull(
     registry: &Registry,
     repo: &Repository,
