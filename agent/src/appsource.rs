@@ -8,15 +8,17 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::runtime::reflector::Store;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, Store, reflector};
 use sha2::{Digest, Sha256};
 use skewer_sources::repocreds::{self, CredSecret, Kind};
 use skewer_sources::{Access, Auth, GitRefSpec, Resolved};
 
 use crate::artifacts::ArtifactRef;
-use crate::runtime::{Context, Failure, Reason};
+use crate::runtime::{self, AbortOnDrop, Context, Failure, Reason};
 
 /// What an Application fetches: a repository and a revision as written.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -64,12 +66,29 @@ impl AppSources {
         entries.entry(key.clone()).or_default().clone()
     }
 
-    /// Adds a cache of labeled repository Secrets to look credentials up in.
-    pub fn credentials_from(&self, store: Store<Secret>) {
-        self.secrets
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(store);
+    /// Follows the labeled repository Secrets of `namespace` (all when `None`), Argo CD's
+    /// way, in caches that replace those of an earlier call; they stop when the returned
+    /// handles are dropped (with the controller, leadership lost).
+    pub fn follow_credentials(
+        &self,
+        client: &kube::Client,
+        namespace: Option<&str>,
+    ) -> Vec<AbortOnDrop<()>> {
+        let mut stores = Vec::new();
+        let mut followers = Vec::new();
+        for label in repocreds::LABELS {
+            let secrets: kube::Api<Secret> = runtime::scoped(client, namespace);
+            let (store, writer) = reflector::store();
+            let config =
+                runtime::watch::config().labels(&format!("{label} in (repository,repo-creds)"));
+            let follow = reflector(writer, runtime::watch::stream(secrets, config))
+                .applied_objects()
+                .for_each(|_| async {});
+            followers.push(AbortOnDrop(tokio::spawn(follow)));
+            stores.push(store);
+        }
+        *self.secrets.lock().unwrap_or_else(|e| e.into_inner()) = stores;
+        followers
     }
 
     /// The repository Secret holding the credentials of `url` for an Application of

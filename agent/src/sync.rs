@@ -4,17 +4,19 @@
 //! starts on the target. The deploy kind's reconciler builds the request and
 //! reads the report; it is not called back in between.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use serde_json::json;
 use skewer_appliers::apply::{ApplyOptions, Outcome, Plan};
-use skewer_appliers::sync::{self as pipeline, SyncHooks, SyncReport, SyncRequest};
+use skewer_appliers::message::summarize;
+use skewer_appliers::sync::{self as pipeline, SyncError, SyncHooks, SyncReport, SyncRequest};
 use skewer_appliers::{Inventory, ObjectId};
 
 use crate::api::kustomization::{InventoryEntry, ResourceInventory};
 use crate::drift;
-use crate::runtime::{Context, Reconciled, status};
+use crate::runtime::{Context, Reason, Reconciled, status};
 use crate::targets::Target;
 
 /// One sync of `obj` (tracked for drift as `owner`) on `target`.
@@ -79,6 +81,9 @@ impl<'a, K: Reconciled> Sync<'a, K> {
             .metrics
             .objects_pruned
             .inc_by(report.pruned.len() as u64);
+        if let Err(SyncError::Conflict(held)) = report.result() {
+            tell_holders(self.ctx, self.owner, held).await;
+        }
         report
     }
 
@@ -151,6 +156,33 @@ impl<K: Reconciled> SyncHooks for Sync<'_, K> {
         for o in outcomes {
             index.applied(&self.target.key, &o.id, o.seen);
         }
+    }
+}
+
+/// A Warning Event on each owner holding objects `claimant` was refused, so the conflict shows
+/// on both sides.
+async fn tell_holders(ctx: &Context, claimant: &str, held: &[(ObjectId, String)]) {
+    let mut by_holder: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (id, holder) in held {
+        by_holder.entry(holder).or_default().push(id.display());
+    }
+    for (holder, objects) in by_holder {
+        let Some((kind, namespace, name)) = drift::parse_owner_key(holder) else {
+            continue;
+        };
+        let regarding = ObjectReference {
+            api_version: Some(format!("{}/{}", crate::api::GROUP, crate::api::VERSION)),
+            kind: Some(kind.into()),
+            namespace: Some(namespace.into()),
+            name: Some(name.into()),
+            ..Default::default()
+        };
+        let note = format!(
+            "{claimant} also applies {}; refused there while this one holds them",
+            summarize(&objects)
+        );
+        ctx.event_about(&regarding, true, Reason::OwnershipConflict, note)
+            .await;
     }
 }
 

@@ -289,16 +289,34 @@ impl Targets {
         built.clear();
     }
 
-    /// Drops every target on `cluster` and stops its watches.
-    pub fn retire(&self, cluster: &ClusterRef) {
+    /// Drops every target on registered cluster `name` built from another registration than
+    /// its current one (all of them when it is gone), and stops their watches. A target built
+    /// from the current registration stays: it may have been built since the change.
+    pub async fn retire_changed(&self, name: &str) {
+        let current = self.registry.lookup(name).await.ok().map(|r| r.fingerprint);
+        let cluster = ClusterRef::Registered(name.into());
         let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
         built.retain(|key, target| {
-            let keep = key.cluster != *cluster;
+            let keep = key.cluster != cluster || Some(target.fingerprint) == current;
             if !keep {
                 target.retire();
             }
             keep
         });
+    }
+
+    /// Retires what [`Targets::retire_changed`] says as cluster Secrets change, until the
+    /// registry ends.
+    pub async fn follow_registry(&self) {
+        let mut changes = self.registry.subscribe();
+        loop {
+            match changes.recv().await {
+                Ok(name) => self.retire_changed(&name).await,
+                // Missed changes are caught by `get`, which compares fingerprints.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
+        }
     }
 
     /// The kubeconfig text of a Secret (its `key`, else `value`, else `value.yaml`), and the

@@ -4,6 +4,7 @@
 
 pub mod application;
 pub mod dependencies;
+pub mod deploy;
 pub mod gitrepository;
 pub mod kustomization;
 pub mod ocirepository;
@@ -67,6 +68,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         ocirepository::run(ctx.clone(), namespace.clone()),
         kustomization::run(ctx.clone(), namespace.clone()),
         application::run(ctx.clone(), namespace.clone()),
-        crate::webhook::run(ctx, namespace),
+        crate::webhook::run(ctx.clone(), namespace),
+        ctx.targets.follow_registry(),
     );
 }

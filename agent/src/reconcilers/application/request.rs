@@ -12,7 +12,9 @@ use skewer_appliers::load::source_path;
 use crate::api::Application;
 use crate::api::duration;
 use crate::appsource::Wanted;
+use crate::reconcilers::deploy::{Destination, identity};
 use crate::runtime::{Failure, Settings};
+use crate::targets::ClusterRef;
 
 /// The hub, as Argo CD names it.
 pub const IN_CLUSTER: &str = "https://kubernetes.default.svc";
@@ -71,16 +73,6 @@ impl RetryPolicy {
     pub fn allows(&self, retries: u32) -> bool {
         self.limit.is_none_or(|l| retries < l)
     }
-}
-
-/// Where an Application applies.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Destination {
-    Hub,
-    /// A registered cluster, by name.
-    Named(String),
-    /// A registered cluster, by its API server URL.
-    Server(String),
 }
 
 /// An Application's spec, checked.
@@ -207,16 +199,11 @@ pub fn spec(app: &Application, settings: &Settings) -> Result<Spec, Failure> {
     };
     let d = &s.destination;
     let destination = destination(app)?;
-    let account = s
-        .service_account_name
-        .as_ref()
-        .or(settings.default_service_account.as_ref());
-    let identity = account.map(|sa| {
-        format!(
-            "system:serviceaccount:{}:{sa}",
-            app.namespace().unwrap_or_default()
-        )
-    });
+    let identity = identity(
+        &app.namespace().unwrap_or_default(),
+        s.service_account_name.as_ref(),
+        settings,
+    );
     Ok(Spec {
         wanted: Wanted {
             url: src.repo_url.trim().to_string(),
@@ -243,9 +230,13 @@ pub fn destination(app: &Application) -> Result<Destination, Failure> {
         (Some(_), Some(_)) => Err(Failure::invalid(
             "spec.destination: give server or name, not both (as Argo CD requires)",
         )),
-        (Some(IN_CLUSTER), None) | (None, Some("in-cluster")) => Ok(Destination::Hub),
+        (Some(IN_CLUSTER), None) | (None, Some("in-cluster")) => {
+            Ok(Destination::Cluster(ClusterRef::Hub))
+        }
         (Some(server), None) if !server.trim().is_empty() => Ok(Destination::Server(server.into())),
-        (None, Some(name)) if !name.trim().is_empty() => Ok(Destination::Named(name.into())),
+        (None, Some(name)) if !name.trim().is_empty() => {
+            Ok(Destination::Cluster(ClusterRef::Registered(name.into())))
+        }
         _ => Err(Failure::invalid(
             "spec.destination: server or name is required",
         )),
@@ -379,7 +370,7 @@ syncPolicy:
         assert_eq!(s.wanted.url, "https://github.com/example/platform.git");
         assert_eq!(s.wanted.target_revision, "main");
         assert_eq!(s.path, "gitops/teams/clusters/do-cluster-dev-cluster");
-        assert_eq!(s.destination, Destination::Hub);
+        assert_eq!(s.destination, Destination::Cluster(ClusterRef::Hub));
         assert_eq!(s.namespace.as_deref(), Some("pulumi-operator"));
         assert!(s.options.create_namespace);
         assert_eq!(

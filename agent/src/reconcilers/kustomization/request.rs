@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 use kube::api::PropagationPolicy;
-use skewer_appliers::apply::ApplyOptions;
 use skewer_appliers::load::SourceFile;
 use skewer_appliers::patch::{PatchSpec, Selector};
 use skewer_appliers::scope::Scope;
@@ -18,7 +17,7 @@ use tokio::time::Instant;
 
 use crate::api::Kustomization;
 use crate::api::duration;
-use crate::reconcilers::FIELD_MANAGER;
+use crate::reconcilers::deploy::{apply_options, identity};
 use crate::runtime::{Failure, Reason, Schedule, Settings};
 use crate::targets::{ClusterRef, TargetKey};
 
@@ -71,19 +70,13 @@ pub fn cluster(ks: &Kustomization) -> Result<ClusterRef, String> {
 /// the `--default-service-account`, impersonated; else skewer itself.
 pub fn target(ks: &Kustomization, settings: &Settings) -> Result<TargetKey, Failure> {
     let cluster = cluster(ks).map_err(Failure::invalid)?;
-    let account = ks
-        .spec
-        .service_account_name
-        .as_ref()
-        .or(settings.default_service_account.as_ref());
     Ok(TargetKey {
         cluster,
-        identity: account.map(|sa| {
-            format!(
-                "system:serviceaccount:{}:{sa}",
-                ks.namespace().unwrap_or_default()
-            )
-        }),
+        identity: identity(
+            &ks.namespace().unwrap_or_default(),
+            ks.spec.service_account_name.as_ref(),
+            settings,
+        ),
     })
 }
 
@@ -136,14 +129,7 @@ pub fn build(
     deadline: Instant,
 ) -> SyncRequest {
     let spec = &ks.spec;
-    let apply = ApplyOptions {
-        field_manager: FIELD_MANAGER.into(),
-        owner: owner(ks),
-        transform: transform(ks),
-        force: spec.force,
-        concurrency: settings.concurrency,
-        wait_timeout: deadline.saturating_duration_since(Instant::now()),
-    };
+    let apply = apply_options(owner(ks), transform(ks), spec.force, settings, deadline);
     SyncRequest {
         files,
         path: spec.path.clone().unwrap_or_default(),
