@@ -13,13 +13,6 @@ use kube::Api;
 use skewer_agent::api::{Application, Receiver};
 use skewer_e2e::{Skewer, eventually, kc, kc_apply, unique};
 
-/// A namespace with a ConfigMap `cfg` in it (`value`), as one manifest file.
-fn namespace_and_configmap(ns: &str, value: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cfg, namespace: {ns}}}\ndata: {{value: \"{value}\"}}\n"
-    )
-}
-
 /// A Kustomization of `path` of GitRepository `home/src`, labeled for skewer's shard.
 fn shard_kustomization(ns: &str, name: &str, home: &str, path: &str, extra: &str) -> Result<()> {
     kc_apply(&format!(

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod apps;
 pub mod spokes;
 
 use std::time::Duration;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use anyhow::Result;
-use skewer_e2e::{eventually, kc_apply, kc_on, server_ca, server_url};
+use skewer_e2e::{apply_to, eventually, kc_apply, kc_on, server_ca, server_url};
 
 use super::WAIT;
 
@@ -19,6 +19,13 @@ pub fn spokes() -> (&'static Path, &'static Path) {
         (a, b)
     });
     (a, b)
+}
+
+/// A namespace with a ConfigMap `cfg` in it (`value`), as one manifest file.
+pub fn namespace_and_configmap(ns: &str, value: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cfg, namespace: {ns}}}\ndata: {{value: \"{value}\"}}\n"
+    )
 }
 
 /// A ServiceAccount `name` in kube-system of `spoke`, bound to cluster-admin, and its token.
@@ -54,6 +61,45 @@ pub async fn admin_token(spoke: &Path, name: &str) -> Result<String> {
     })
     .await?;
     token_of(spoke, &secret).await
+}
+
+/// A new token for `account` (made by [`admin_token`]), with `old_token` revoked: its Secret
+/// deleted, and the spoke refusing it.
+pub async fn rotate(spoke: &Path, account: &str, old_token: &str) -> Result<String> {
+    let old_secret = kc_on(
+        spoke,
+        &[
+            "get",
+            "sa",
+            account,
+            "-n",
+            "kube-system",
+            "-o",
+            "jsonpath={.secrets[0].name}",
+        ],
+    )?;
+    let new_secret = format!("{account}-rotated");
+    apply_to(
+        spoke,
+        &format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {new_secret}\n  namespace: kube-system\n  annotations: {{kubernetes.io/service-account.name: {account}}}\ntype: kubernetes.io/service-account-token\n"
+        ),
+    )?;
+    let new_token = token_of(spoke, &new_secret).await?;
+    kc_on(
+        spoke,
+        &["delete", "secret", &old_secret, "-n", "kube-system"],
+    )?;
+    let refused = eventually("the old token to be refused", WAIT, || async {
+        let out = std::process::Command::new("kubectl")
+            .env("KUBECONFIG", spoke)
+            .args(["--token", old_token, "get", "namespaces", "-o", "name"])
+            .output()?;
+        Ok((!out.status.success()).then(|| String::from_utf8_lossy(&out.stderr).into_owned()))
+    })
+    .await?;
+    anyhow::ensure!(refused.contains("Unauthorized"), "{refused}");
+    Ok(new_token)
 }
 
 /// The token in token Secret `secret` of kube-system, once the token controller filled it.
