@@ -3,7 +3,7 @@
 //! objects go (`targets`), self-heal (`drift`), and the daemon's edges (`leader`, `metrics`,
 //! `http`, `manifests`). ARCHITECTURE.md at the top of the repository walks the layers.
 
-pub mod api;
+pub use skewer_api as api;
 pub mod appsource;
 pub mod artifacts;
 pub mod cli;

@@ -14,6 +14,7 @@ use skewer_appliers::message::summarize;
 use skewer_appliers::sync::{self as pipeline, SyncError, SyncHooks, SyncReport, SyncRequest};
 use skewer_appliers::{Inventory, ObjectId};
 
+use crate::api::OwnerKey;
 use crate::api::kustomization::{InventoryEntry, ResourceInventory};
 use crate::drift;
 use crate::runtime::{Context, Reason, Reconciled, status};
@@ -167,14 +168,19 @@ async fn tell_holders(ctx: &Context, claimant: &str, held: &[(ObjectId, String)]
         by_holder.entry(holder).or_default().push(id.display());
     }
     for (holder, objects) in by_holder {
-        let Some((kind, namespace, name)) = drift::parse_owner_key(holder) else {
+        let Some(OwnerKey {
+            kind,
+            namespace,
+            name,
+        }) = OwnerKey::parse(holder)
+        else {
             continue;
         };
         let regarding = ObjectReference {
             api_version: Some(format!("{}/{}", crate::api::GROUP, crate::api::VERSION)),
-            kind: Some(kind.into()),
-            namespace: Some(namespace.into()),
-            name: Some(name.into()),
+            kind: Some(kind),
+            namespace: Some(namespace),
+            name: Some(name),
             ..Default::default()
         };
         let note = format!(

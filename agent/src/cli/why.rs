@@ -15,7 +15,7 @@ use skewer_appliers::ObjectId;
 use skewer_appliers::transform::{ORIGIN, OWNER_NAME, OWNER_NAMESPACE};
 
 use super::control::{ControlError, Kind};
-use crate::reconcilers::gitrepository::{COMMIT_AUTHOR, COMMIT_MESSAGE};
+use crate::api::{COMMIT_AUTHOR, COMMIT_MESSAGE};
 
 /// The answer, as `-o json` prints it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

@@ -45,14 +45,3 @@ impl Drift {
         }
     }
 }
-
-/// The key under which an owner's applies are tracked: `Kind/namespace/name`.
-pub fn owner_key(kind: &str, namespace: &str, name: &str) -> String {
-    format!("{kind}/{namespace}/{name}")
-}
-
-/// `(kind, namespace, name)` of an owner key.
-pub fn parse_owner_key(key: &str) -> Option<(&str, &str, &str)> {
-    let mut parts = key.splitn(3, '/');
-    Some((parts.next()?, parts.next()?, parts.next()?))
-}

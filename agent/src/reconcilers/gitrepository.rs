@@ -1,6 +1,7 @@
 //! GitRepository reconciler: list the remote's refs, and fetch and store an artifact only
 //! when the resolved commit differs from the one already stored.
 
+use crate::api::{COMMIT_AUTHOR, COMMIT_MESSAGE};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,8 +21,6 @@ use crate::api::gitrepository::VerificationMode;
 use crate::api::{ArtifactStatus, GitRepository, SourceStatus};
 use crate::artifacts::store_key;
 use crate::runtime::{self, Context, Error, Failure, Reason};
-
-crate::reconciled!(GitRepository, SourceStatus);
 
 /// Why a fetch failed.
 #[derive(Debug, thiserror::Error)]
@@ -212,10 +211,6 @@ pub fn commit_metadata(c: &skewer_sources::git::CommitInfo) -> BTreeMap<String, 
         (COMMIT_MESSAGE.to_string(), message),
     ])
 }
-
-/// `status.artifact.metadata` keys of a Git artifact.
-pub const COMMIT_AUTHOR: &str = "skewer.dev/commit-author";
-pub const COMMIT_MESSAGE: &str = "skewer.dev/commit-message";
 
 /// Runs blocking Git work on the blocking pool, failing at `deadline` (the end of the fetch's
 /// `timeout`, shared by every step of one fetch).

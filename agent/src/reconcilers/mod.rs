@@ -15,10 +15,7 @@ use std::sync::Arc;
 
 use crate::runtime::Context;
 
-/// The field manager of every server-side apply skewer makes.
-pub const FIELD_MANAGER: &str = "skewer";
-/// The finalizer deploy kinds carry, so that deleting them can prune.
-pub const FINALIZER: &str = "finalizers.skewer.dev";
+pub use crate::api::{FIELD_MANAGER, FINALIZER};
 
 /// Defines `fn reconcile(obj, ctx)` for a deploy kind: `$apply` or `$cleanup` (each
 /// `async fn(Arc<K>, Arc<Context>) -> Result<Action, Error>`) run behind [`FINALIZER`], in a

@@ -24,8 +24,6 @@ use crate::api::{OCIRepository, SourceStatus};
 use crate::artifacts::store_key;
 use crate::runtime::{self, Context, Error, Failure, Reason};
 
-crate::reconciled!(OCIRepository, SourceStatus);
-
 pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     let api: Api<OCIRepository> = runtime::scoped(&ctx.client, namespace.as_deref());
     runtime::run(ctx, runtime::controller(api), reconcile).await;

@@ -33,8 +33,8 @@ use serde::Serialize;
 use tokio::sync::broadcast;
 
 use crate::api::{Application, GitRepository, Kustomization, OCIRepository};
+use crate::api::{COMMIT_AUTHOR, COMMIT_MESSAGE};
 use crate::cli::control::{Kind, Named};
-use crate::reconcilers::gitrepository::{COMMIT_AUTHOR, COMMIT_MESSAGE};
 use auth::{Authorizer, Viewer};
 
 const INDEX: &str = include_str!("assets/index.html");

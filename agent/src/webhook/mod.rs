@@ -30,13 +30,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{info, warn};
 
 use self::verify::{Host, Refusal, Verdict};
-use crate::api::receiver::{Receiver, ReceiverStatus, ResourceReference};
+use crate::api::receiver::{Receiver, ResourceReference};
 use crate::api::{
     Application, GitRepository, Kustomization, OCIRepository, RECONCILE_REQUESTED_AT,
 };
 use crate::runtime::{self, Context, Done, Error, Failure, Reason, Reconciled, Session};
-
-crate::reconciled!(Receiver, ReceiverStatus);
 
 /// Flux's default limit on a request body.
 pub const BODY_LIMIT: usize = 3 << 20;

@@ -36,8 +36,6 @@ use crate::appsource;
 use crate::artifacts;
 use crate::runtime::{Context, Done, Failure, Reason, Schedule, Settings};
 
-crate::reconciled!(Application, ApplicationStatus);
-
 /// How soon an Application whose objects are not healthy yet is looked at again (doubling up
 /// to its interval while it stays so).
 const PROGRESS_CHECK: Duration = Duration::from_secs(2);

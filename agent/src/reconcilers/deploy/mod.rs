@@ -27,10 +27,10 @@ use tracing::warn;
 
 pub use self::triggers::run;
 use super::dependencies::{self, Dependency};
+use crate::api::OwnerKey;
 use crate::api::kustomization::ResourceInventory;
 use crate::appsource::{self, Wanted};
 use crate::artifacts::{self, ArtifactRef};
-use crate::drift::owner_key;
 use crate::metrics::InFlight;
 use crate::runtime::Settings;
 use crate::runtime::{Context, Done, Error, Failure, Reason, Reconciled, Schedule, Session};
@@ -203,11 +203,12 @@ pub trait Deploy: Reconciled {
 
 /// The owner key of `obj` in the drift and ownership tables.
 pub fn owner_of<D: Deploy>(obj: &D) -> String {
-    owner_key(
+    OwnerKey::new(
         D::KIND,
         &obj.namespace().unwrap_or_default(),
         &obj.name_any(),
     )
+    .to_string()
 }
 
 /// Whose labels the objects it applies carry.

@@ -19,8 +19,6 @@ use crate::runtime::{Done, Failure, Reason, Schedule, Settings};
 use crate::sync::{from_status, to_status};
 use crate::targets::ClusterRef;
 
-crate::reconciled!(Kustomization, KustomizationStatus);
-
 /// A Kustomization's spec, checked.
 pub struct Spec {
     schedule: Schedule,

@@ -1,21 +1,26 @@
 //! skewer's API, group `skewer.dev`, version `v1alpha1`. Field names follow Flux where Flux
-//! has one, so a Flux manifest moves over by changing its `apiVersion`.
+//! has one, so a Flux manifest moves over by changing its `apiVersion`. The bottom layer: it
+//! depends on no other skewer crate.
 
 pub mod application;
 pub mod conditions;
 pub mod duration;
 pub mod gitrepository;
 pub mod kustomization;
+pub mod names;
 pub mod ocirepository;
 pub mod receiver;
+mod reconciled;
 pub mod source;
 
 pub use application::{Application, ApplicationSpec, ApplicationStatus};
 pub use conditions::Condition;
 pub use gitrepository::{GitRepository, GitRepositorySpec, GitRepositoryStatus};
 pub use kustomization::{Kustomization, KustomizationSpec, KustomizationStatus};
+pub use names::{COMMIT_AUTHOR, COMMIT_MESSAGE, FIELD_MANAGER, FINALIZER, OwnerKey};
 pub use ocirepository::{OCIRepository, OCIRepositorySpec};
 pub use receiver::{Receiver, ReceiverSpec};
+pub use reconciled::Reconciled;
 pub use source::{ArtifactStatus, SourceStatus};
 
 use schemars::JsonSchema;
