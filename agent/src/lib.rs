@@ -9,6 +9,8 @@ pub mod artifacts;
 pub mod cli;
 pub mod clusters;
 pub mod drift;
+#[doc(hidden)]
+pub mod golden;
 pub mod http;
 pub mod leader;
 pub mod manifests;
@@ -20,4 +22,5 @@ pub mod storage;
 pub mod sync;
 pub mod targets;
 pub mod ui;
+pub mod view;
 pub mod webhook;

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use skewer_agent::cli::control::{self, Named};
+use skewer_agent::cli::control;
 use skewer_agent::cli::push::Address;
 use skewer_agent::cli::term::{Ended, Exit, Paint, Progress, paint};
 use skewer_agent::cli::{bootstrap, push};
+use skewer_agent::view::named::{ControlError, Named};
 use skewer_agent::{api, clusters, http, leader, manifests, metrics, reconcilers, runtime};
 use std::process::ExitCode;
 use tracing_subscriber::EnvFilter;
@@ -563,7 +564,7 @@ where
     loop {
         tokio::time::sleep(Duration::from_secs(2)).await;
         let now = list().await?;
-        let changed = skewer_agent::cli::get::changed(&rows, &now);
+        let changed = skewer_agent::view::table::changed(&rows, &now);
         let picked: Vec<R> = changed
             .iter()
             .filter_map(|&i| now.get(i).cloned())
@@ -764,10 +765,10 @@ async fn dispatch(command: Command) -> Result<Exit> {
         Command::Resume(t) => suspend(&t, false).await?,
         Command::Tree(t) => {
             let client = hub_client().await?;
-            let root = skewer_agent::cli::tree::tree(&client, &t.namespace, &t.target)
+            let root = skewer_agent::view::tree::tree(&client, &t.namespace, &t.target)
                 .await
                 .map_err(ended)?;
-            print!("{}", skewer_agent::cli::tree::render(&root));
+            print!("{}", skewer_agent::view::tree::render(&root));
         }
         Command::Why {
             target,
@@ -775,11 +776,11 @@ async fn dispatch(command: Command) -> Result<Exit> {
             output,
         } => {
             let client = hub_client().await?;
-            let answer = skewer_agent::cli::why::why(&client, &namespace, &target)
+            let answer = skewer_agent::view::why::why(&client, &namespace, &target)
                 .await
                 .map_err(ended)?;
             match output {
-                Output::Table => print!("{}", skewer_agent::cli::why::render(&answer)),
+                Output::Table => print!("{}", skewer_agent::view::why::render(&answer)),
                 Output::Json => println!("{}", serde_json::to_string_pretty(&answer)?),
                 Output::Yaml => print!("{}", serde_saphyr::to_string(&answer)?),
             }
@@ -791,9 +792,9 @@ async fn dispatch(command: Command) -> Result<Exit> {
             print_rows(
                 list.output,
                 list.watch,
-                |rows| skewer_agent::cli::events::table(rows, all, jiff::Timestamp::now()),
+                |rows| skewer_agent::view::events::table(rows, all, jiff::Timestamp::now()),
                 || async {
-                    Ok(skewer_agent::cli::events::list(
+                    Ok(skewer_agent::view::events::list(
                         &client,
                         namespace.as_deref(),
                         only.as_ref(),
@@ -913,8 +914,8 @@ async fn suspend(t: &TargetArgs, suspend: bool) -> Result<()> {
 }
 
 /// A control error as the error that ends the command with its exit code.
-fn ended(e: control::ControlError) -> anyhow::Error {
-    Ended::new(e.exit(), e.to_string()).into()
+fn ended(e: ControlError) -> anyhow::Error {
+    Ended::new(control::exit_of(&e), e.to_string()).into()
 }
 
 /// `dev-<the directory's name>`, as a Kubernetes name.
@@ -975,7 +976,7 @@ fn bootstrap_of(args: BootstrapGit) -> Result<bootstrap::Bootstrap> {
 
 /// `skewer get …`.
 async fn get(what: Get) -> Result<()> {
-    use skewer_agent::cli::{apps, get};
+    use skewer_agent::view::{apps, table as get};
     let client = hub_client().await?;
     let (args, which) = match what {
         Get::Kustomizations(a) => (a, Listed::Kustomizations),
@@ -1209,6 +1210,6 @@ mod tests {
             text.push_str(&format!("\n===== skewer {} --help\n", path.join(" ")));
             text.push_str(&sub.render_long_help().to_string());
         }
-        skewer_agent::cli::golden("help.txt", &text);
+        skewer_agent::golden::golden("help.txt", &text);
     }
 }

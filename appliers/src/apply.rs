@@ -38,6 +38,24 @@ pub struct ApplyOptions {
     pub wait_timeout: Duration,
 }
 
+/// Requests in flight within a stage unless said otherwise (`skewer run --concurrency`).
+pub const DEFAULT_CONCURRENCY: usize = 16;
+
+impl ApplyOptions {
+    /// Applying `owner`'s objects as `field_manager`, with `transform`: no force,
+    /// [`DEFAULT_CONCURRENCY`] requests in flight, waits of at most a minute.
+    pub fn new(field_manager: &str, owner: Owner, transform: Transform) -> Self {
+        Self {
+            field_manager: field_manager.into(),
+            owner,
+            transform,
+            force: false,
+            concurrency: DEFAULT_CONCURRENCY,
+            wait_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 #[error("{object} ({origin}): {message}")]
 pub struct ApplyError {

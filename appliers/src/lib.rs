@@ -5,6 +5,7 @@
 //! knows about skewer's CRDs: callers pass plain options and get plain results back.
 
 pub mod apply;
+pub mod compare;
 pub mod diff;
 pub mod directory;
 pub mod drift;

@@ -23,11 +23,13 @@ use base64::Engine as _;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
-use skewer_appliers::apply::Applier;
+use skewer_appliers::apply::{Applier, ApplyOptions};
+use skewer_appliers::compare::compare_plan;
 use skewer_appliers::transform::{Owner, Transform};
 use skewer_appliers::{Manifest, ObjectId};
 
 use super::term::{Ended, Exit, Progress};
+use crate::api::FIELD_MANAGER;
 use crate::manifests::{self, NAMESPACE};
 
 /// The name of skewer's own GitRepository, Kustomization and credential Secret.
@@ -238,13 +240,14 @@ pub async fn apply_changed(client: &kube::Client, manifests: Vec<Manifest>) -> R
     let applier = Applier::new(client.clone())
         .await
         .context("asking the API server its version")?;
-    let opts = super::diff::options(owner(), Transform::default());
+    let opts = ApplyOptions::new(FIELD_MANAGER, owner(), Transform::default());
     let plan = applier
         .plan(manifests, &opts)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let changed: BTreeSet<ObjectId> = super::diff::compare_plan(&applier, &plan, &opts, None)
-        .await?
+    let changed: BTreeSet<ObjectId> = compare_plan(&applier, &plan, &opts, None)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?
         .into_iter()
         .map(|d| d.id)
         .collect();
@@ -556,8 +559,8 @@ mod tests {
         let all: String = files.iter().map(|(_, c)| c.as_str()).collect();
         assert!(!all.contains("s3cr3t-token"));
         assert!(all.contains("image: registry.example.com/skewer:v9.9.9"));
-        crate::cli::golden("bootstrap-sync.yaml", &files[2].1);
-        crate::cli::golden("bootstrap-kustomization.yaml", &files[1].1);
+        crate::golden::golden("bootstrap-sync.yaml", &files[2].1);
+        crate::golden::golden("bootstrap-kustomization.yaml", &files[1].1);
     }
 
     #[test]

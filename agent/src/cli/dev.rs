@@ -19,6 +19,7 @@ use skewer_appliers::transform::{Owner, Transform};
 use skewer_appliers::{HealthChecks, Inventory, ObjectId, SyncRequest};
 
 use super::build::Local;
+use crate::api::FIELD_MANAGER;
 
 /// How long file events must pause before a sync starts: an editor's save is several
 /// events (write, rename, chmod) within a few milliseconds.
@@ -120,7 +121,8 @@ pub async fn run_dev(client: kube::Client, dev: Dev) -> Result<()> {
     watcher
         .watch(&root, RecursiveMode::Recursive)
         .with_context(|| format!("watching {}", root.display()))?;
-    let opts = Arc::new(super::diff::options(
+    let opts = Arc::new(ApplyOptions::new(
+        FIELD_MANAGER,
         dev.owner.clone(),
         Transform::default(),
     ));

@@ -5,113 +5,16 @@
 //! already as it should be.
 
 use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use futures::{StreamExt as _, stream};
 use kube::api::Api;
-use skewer_appliers::apply::{Applier, ApplyOptions, Plan, Planned};
-use skewer_appliers::diff::{ObjectDiff, changes, render};
-use skewer_appliers::transform::Owner;
-use skewer_appliers::{Manifest, ObjectId};
+use skewer_appliers::apply::{Applier, ApplyOptions};
+use skewer_appliers::compare::{Differs, compare};
+use skewer_appliers::diff::{ObjectDiff, render};
 
+use crate::api::FIELD_MANAGER;
 use crate::api::Kustomization;
-use crate::reconcilers::FIELD_MANAGER;
 use crate::reconcilers::kustomization::request;
-
-/// One object's difference, by its display name (`Deployment/apps/web`).
-pub struct Differs {
-    pub id: ObjectId,
-    pub object: String,
-    pub diff: ObjectDiff,
-}
-
-/// Compares `manifests` (applied as `owner`, with `transform` etc. in `opts`) with the
-/// cluster; `previous` is what the owner applied before, for what would be pruned
-/// (`prune: false` lists none). Returns the objects that differ, in apply order, then the
-/// pruned ones.
-pub async fn compare(
-    applier: &Applier,
-    manifests: Vec<Manifest>,
-    opts: &ApplyOptions,
-    previous: Option<&skewer_appliers::Inventory>,
-) -> Result<Vec<Differs>> {
-    let plan = applier
-        .plan(manifests, opts)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    compare_plan(applier, &plan, opts, previous).await
-}
-
-/// [`compare`] for a plan already made (to apply the same plan afterwards).
-pub async fn compare_plan(
-    applier: &Applier,
-    plan: &Plan,
-    opts: &ApplyOptions,
-    previous: Option<&skewer_appliers::Inventory>,
-) -> Result<Vec<Differs>> {
-    let planned: Vec<&Planned> = plan.stages.iter().flatten().collect();
-    // Indices, not `&Planned`: a closure over borrowed items makes the future not provably
-    // Send for every lifetime (rust-lang/rust#102211), and the dashboard runs this in a task.
-    let results: Vec<Result<Option<Differs>>> = stream::iter(0..planned.len())
-        .map(|i| dry_run(applier, planned[i], opts))
-        .buffered(opts.concurrency.max(1))
-        .collect()
-        .await;
-    let mut out = Vec::new();
-    for r in results {
-        out.extend(r?);
-    }
-    if let Some(previous) = previous {
-        for (id, _) in previous.stale(&plan.inventory) {
-            out.push(Differs {
-                object: id.display(),
-                id,
-                diff: ObjectDiff::Deleted,
-            });
-        }
-    }
-    Ok(out)
-}
-
-/// One object's difference, or `None` when applying it would change nothing.
-async fn dry_run(applier: &Applier, p: &Planned, opts: &ApplyOptions) -> Result<Option<Differs>> {
-    let run = applier
-        .dry_run(p, opts)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let object = p.manifest.display();
-    let diff = match (run.live, run.after) {
-        (None, _) => ObjectDiff::Created,
-        (Some(live), Some(after)) => {
-            let fields = changes(&live, &after);
-            if fields.is_empty() {
-                return Ok(None);
-            }
-            ObjectDiff::Changed(fields)
-        }
-        (Some(_), None) => return Ok(None),
-    };
-    Ok(Some(Differs {
-        id: p.manifest.id(),
-        object,
-        diff,
-    }))
-}
-
-/// The options a Kustomization's sync applies with (its owner labels, transform, skewer's
-/// field manager), for a dry run or a one-shot apply outside the daemon.
-pub fn options(owner: Owner, transform: skewer_appliers::transform::Transform) -> ApplyOptions {
-    ApplyOptions {
-        field_manager: FIELD_MANAGER.into(),
-        owner,
-        transform,
-        force: false,
-        concurrency: 8,
-        wait_timeout: Duration::from_secs(60),
-    }
-}
 
 /// `skewer diff`: the report's text and whether anything differs.
 pub async fn run(
@@ -135,7 +38,7 @@ pub async fn run(
     let applier = Applier::new(client.clone())
         .await
         .context("asking the API server its version")?;
-    let opts = Arc::new(options(request::owner(&ks), request::transform(&ks)));
+    let opts = ApplyOptions::new(FIELD_MANAGER, request::owner(&ks), request::transform(&ks));
     let previous = crate::sync::from_status(ks.status.as_ref().and_then(|s| s.inventory.as_ref()));
     let diffs = compare(
         &applier,
@@ -143,7 +46,8 @@ pub async fn run(
         &opts,
         ks.spec.prune.then_some(&previous),
     )
-    .await?;
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok((report(&diffs, colour), !diffs.is_empty()))
 }
 
@@ -179,6 +83,8 @@ pub fn report(diffs: &[Differs], colour: bool) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+    use skewer_appliers::ObjectId;
+    use skewer_appliers::diff::changes;
 
     #[test]
     fn the_report_reads_field_by_field_with_secrets_masked() {
@@ -213,7 +119,7 @@ mod tests {
         ];
         let text = report(&diffs, false);
         assert!(!text.contains("b2xk") && !text.contains("bmV3"));
-        crate::cli::golden("diff.txt", &text);
+        crate::golden::golden("diff.txt", &text);
         assert_eq!(report(&[], false), "no differences\n");
     }
 }

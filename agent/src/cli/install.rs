@@ -17,9 +17,9 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use skewer_appliers::resources::Resources;
 
-use super::control::Kind;
 use super::term::{Ended, Exit, Progress};
 use crate::manifests::{self, NAMESPACE};
+use crate::view::named::Kind;
 
 /// `skewer install`: returns how many objects were sent.
 pub async fn install(client: &Client, image: &str) -> Result<usize> {
@@ -202,7 +202,7 @@ async fn release(client: &Client, ar: &ApiResource, ns: &str, name: &str) -> Res
 async fn prune_inventory(resources: &Resources, owner: &DynamicObject) -> Result<usize> {
     let owner = serde_json::to_value(owner).unwrap_or_default();
     let mut n = 0;
-    for (id, api_version) in super::tree::inventory(&owner) {
+    for (id, api_version) in crate::view::tree::inventory(&owner) {
         let Ok(resolved) = resources.resolve(&api_version, &id.kind, &[]).await else {
             continue;
         };

@@ -1,34 +1,11 @@
 //! The command line's work, apart from argument parsing (`main.rs`): each module is one
 //! family of commands, its rows and tables pure, its I/O against the hub or a registry.
 
-pub mod apps;
 pub mod bootstrap;
 pub mod build;
 pub mod control;
 pub mod dev;
 pub mod diff;
-pub mod events;
-pub mod get;
 pub mod install;
 pub mod push;
 pub mod term;
-pub mod tree;
-pub mod why;
-
-/// Golden files: text a person reads, checked byte for byte against `cli/testdata/<name>`.
-/// `SKEWER_BLESS=1 cargo test` rewrites them after a deliberate change (then read the diff).
-#[doc(hidden)]
-pub fn golden(name: &str, actual: &str) {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("src/cli/testdata")
-        .join(name);
-    if std::env::var_os("SKEWER_BLESS").is_some() {
-        std::fs::write(&path, actual).expect("writing the golden file");
-        return;
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        want == actual,
-        "{name} differs from its golden file (SKEWER_BLESS=1 rewrites it):\n--- want\n{want}\n--- got\n{actual}"
-    );
-}

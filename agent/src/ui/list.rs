@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::api::{Application, GitRepository, Kustomization, OCIRepository};
-use crate::cli::{apps, get};
+use crate::view::{apps, table as get};
 
 /// One Kustomization, Application or source, as the dashboard lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

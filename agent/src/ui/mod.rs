@@ -34,7 +34,7 @@ use tokio::sync::broadcast;
 
 use crate::api::{Application, GitRepository, Kustomization, OCIRepository};
 use crate::api::{COMMIT_AUTHOR, COMMIT_MESSAGE};
-use crate::cli::control::{Kind, Named};
+use crate::view::named::{Kind, Named};
 use auth::{Authorizer, Viewer};
 
 const INDEX: &str = include_str!("assets/index.html");
@@ -353,11 +353,11 @@ struct Detail {
     last_applied_revision: String,
     last_attempted_revision: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tree: Option<crate::cli::tree::Node>,
+    tree: Option<crate::view::tree::Node>,
     /// Applications: the objects Out of Sync, each with how it differs (a dry run on its
     /// cluster, field by field, Secret values masked).
     out_of_sync: Vec<OutOfSync>,
-    events: Vec<crate::cli::events::EventRow>,
+    events: Vec<crate::view::events::EventRow>,
 }
 
 #[derive(Serialize)]
@@ -493,7 +493,7 @@ async fn object_page(
         name: name.clone(),
     };
     if matches!(k, Kind::Kustomization | Kind::Application) {
-        match crate::cli::tree::tree(&ui.client, &namespace, &named).await {
+        match crate::view::tree::tree(&ui.client, &namespace, &named).await {
             Ok(mut tree) => {
                 if ui.auth.is_some() {
                     prune_unseen(&ui, &who, &mut tree.children).await;
@@ -507,7 +507,7 @@ async fn object_page(
         out_of_sync_diffs(&ui, &who, &namespace, &name, &mut detail.out_of_sync).await;
     }
     if may_get(&ui, &who, "events.k8s.io", "events", &namespace).await {
-        detail.events = crate::cli::events::list(&ui.client, Some(&namespace), Some(&named))
+        detail.events = crate::view::events::list(&ui.client, Some(&namespace), Some(&named))
             .await
             .unwrap_or_default();
     }
@@ -589,7 +589,7 @@ async fn out_of_sync_diffs(
 }
 
 /// Removes from a tree the objects the viewer may not `get` (and what hangs under them).
-async fn prune_unseen(ui: &Ui, who: &Viewer, nodes: &mut Vec<crate::cli::tree::Node>) {
+async fn prune_unseen(ui: &Ui, who: &Viewer, nodes: &mut Vec<crate::view::tree::Node>) {
     let mut kept = Vec::with_capacity(nodes.len());
     for mut n in std::mem::take(nodes) {
         if n.resource.is_empty() || !may_get(ui, who, &n.group, &n.resource, &n.namespace).await {

@@ -17,12 +17,13 @@ use std::time::Duration;
 
 use kube::api::PropagationPolicy;
 use kube::{Resource, ResourceExt};
+use skewer_appliers::compare::{Differs, compare};
 use skewer_appliers::kustomize::KUSTOMIZATION_FILES;
 use skewer_appliers::load::SourceFile;
 use skewer_appliers::message::summarize;
 use skewer_appliers::sync::preview;
 use skewer_appliers::transform::Transform;
-use skewer_appliers::wait;
+use skewer_appliers::wait::{self, deadline_after};
 
 use self::compare::Desired;
 use self::phase::{Decision, Facts, Last, Phase};
@@ -170,7 +171,7 @@ pub async fn diff(
     ctx: &Arc<Context>,
     app: &Application,
     only: &[String],
-) -> Result<Vec<crate::cli::diff::Differs>, String> {
+) -> Result<Vec<Differs>, String> {
     let spec = request::spec(app, &ctx.settings).map_err(|f| f.message)?;
     let ns = app.namespace().unwrap_or_default();
     let place = app.place(&ctx.settings).map_err(|f| f.message)?;
@@ -185,10 +186,16 @@ pub async fn diff(
         .map_err(|f| f.message)?;
     let (files, _) = select(files, &spec);
     let manifests = skewer_appliers::sync::build(&files, &spec.path, &[])?;
-    let opts = crate::cli::diff::options(labels_owner(app), transform(&spec));
-    let all = crate::cli::diff::compare(&target.applier, manifests, &opts, None)
+    let opts = deploy::apply_options(
+        labels_owner(app),
+        transform(&spec),
+        false,
+        &ctx.settings,
+        deadline_after(spec.timeout),
+    );
+    let all = compare(&target.applier, manifests, &opts, None)
         .await
-        .map_err(|e| format!("{e:#}"))?;
+        .map_err(|e| e.to_string())?;
     Ok(all
         .into_iter()
         .filter(|d| only.contains(&d.object))

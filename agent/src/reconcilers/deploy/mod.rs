@@ -27,8 +27,8 @@ use tracing::warn;
 
 pub use self::triggers::run;
 use super::dependencies::{self, Dependency};
-use crate::api::OwnerKey;
 use crate::api::kustomization::ResourceInventory;
+use crate::api::{FIELD_MANAGER, OwnerKey};
 use crate::appsource::{self, Wanted};
 use crate::artifacts::{self, ArtifactRef};
 use crate::metrics::InFlight;
@@ -72,12 +72,10 @@ pub fn apply_options(
     deadline: Instant,
 ) -> ApplyOptions {
     ApplyOptions {
-        field_manager: super::FIELD_MANAGER.into(),
-        owner,
-        transform,
         force,
         concurrency: settings.concurrency,
         wait_timeout: deadline.saturating_duration_since(Instant::now()),
+        ..ApplyOptions::new(FIELD_MANAGER, owner, transform)
     }
 }
 

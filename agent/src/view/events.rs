@@ -6,7 +6,7 @@ use kube::Client;
 use kube::api::ListParams;
 use serde::Serialize;
 
-use super::control::Named;
+use super::named::Named;
 
 /// One Event, as `skewer events` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -79,15 +79,15 @@ pub fn table(rows: &[EventRow], namespaces: bool, now: jiff::Timestamp) -> Strin
         .map(|r| {
             vec![
                 r.namespace.clone(),
-                super::get::age(r.time.parse().ok(), now),
+                super::table::age(r.time.parse().ok(), now),
                 r.type_.clone(),
                 r.reason.clone(),
                 r.object.clone(),
-                super::get::short(&r.message),
+                super::table::short(&r.message),
             ]
         })
         .collect();
-    super::get::aligned_keeping(&header, lines, &[(0, namespaces)])
+    super::table::aligned_keeping(&header, lines, &[(0, namespaces)])
 }
 
 /// Lists skewer's Events in `namespace` (every namespace when `None`).

@@ -14,7 +14,7 @@ use serde_json::Value;
 use skewer_appliers::ObjectId;
 use skewer_appliers::transform::{ORIGIN, OWNER_NAME, OWNER_NAMESPACE};
 
-use super::control::{ControlError, Kind};
+use super::named::{ControlError, Kind};
 use crate::api::{COMMIT_AUTHOR, COMMIT_MESSAGE};
 
 /// The answer, as `-o json` prints it.
@@ -291,6 +291,6 @@ mod tests {
             file: Some("apps/settings.yaml".into()),
             document: Some(2),
         };
-        crate::cli::golden("why.txt", &render(&p));
+        crate::golden::golden("why.txt", &render(&p));
     }
 }

@@ -62,11 +62,11 @@ pub fn table(rows: &[AppRow], namespaces: bool) -> String {
                 r.sync.clone(),
                 r.health.clone(),
                 r.revision.clone(),
-                super::get::short(&r.message),
+                super::table::short(&r.message),
             ]
         })
         .collect();
-    super::get::aligned_keeping(&header, lines, &[(0, namespaces)])
+    super::table::aligned_keeping(&header, lines, &[(0, namespaces)])
 }
 
 /// The Applications of `namespace` (every namespace when `None`), sorted.

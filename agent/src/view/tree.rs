@@ -13,7 +13,7 @@ use skewer_appliers::health::{Health, health};
 use skewer_appliers::resources::Resources;
 use skewer_appliers::transform::ORIGIN;
 
-use super::control::{ControlError, Kind, Named};
+use super::named::{ControlError, Kind, Named};
 use crate::api::GROUP;
 
 /// One line of the tree and what hangs under it.
@@ -232,7 +232,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        crate::cli::golden("tree.txt", &render(&root));
+        crate::golden::golden("tree.txt", &render(&root));
     }
 
     #[test]
