@@ -1114,9 +1114,10 @@ async fn run(args: RunArgs) -> Result<()> {
     };
     let registry = clusters::Registry::new(secrets_ns.as_deref());
     registry.watch(&client, secrets_ns.as_deref());
-    let ctx = runtime::Context::new(config, client, registry, &args.data_dir, settings, metrics)
-        .await
-        .context("asking the API server its version")?;
+    let ctx =
+        runtime::context::Context::new(config, client, registry, &args.data_dir, settings, metrics)
+            .await
+            .context("asking the API server its version")?;
     if let Some(addr) = args.storage_addr {
         let listener = tokio::net::TcpListener::bind(addr)
             .await

@@ -17,7 +17,8 @@ use skewer_appliers::{Inventory, ObjectId};
 use crate::api::OwnerKey;
 use crate::api::kustomization::{InventoryEntry, ResourceInventory};
 use crate::drift;
-use crate::runtime::{Context, Reason, Reconciled, status};
+use crate::runtime::context::Context;
+use crate::runtime::{Reason, Reconciled, status};
 use crate::targets::Target;
 
 /// One sync of `obj` (tracked for drift as `owner`) on `target`.

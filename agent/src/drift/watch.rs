@@ -23,7 +23,7 @@ use skewer_appliers::transform::OWNER_NAME;
 use tracing::{info, warn};
 
 use super::Heal;
-use crate::runtime::Context;
+use crate::runtime::context::Context;
 use crate::targets::Target;
 
 /// Starts a watch on `target` for each kind (in each namespace, when the target watches per

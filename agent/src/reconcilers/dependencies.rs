@@ -6,7 +6,8 @@ use kube::api::Api;
 
 use crate::api::conditions::{self, READY};
 use crate::api::{Application, Kustomization};
-use crate::runtime::{Context, Failure, Reason, Reconciled};
+use crate::runtime::context::Context;
+use crate::runtime::{Failure, Reason, Reconciled};
 
 /// One dependency as written: `kind` defaults to the dependant's own kind.
 pub struct Dependency<'a> {

@@ -20,7 +20,8 @@ use crate::api::duration;
 use crate::api::gitrepository::VerificationMode;
 use crate::api::{ArtifactStatus, GitRepository, SourceStatus};
 use crate::artifacts::store_key;
-use crate::runtime::{self, Context, Error, Failure, Reason};
+use crate::runtime::context::Context;
+use crate::runtime::{self, Error, Failure, Reason};
 
 /// Why a fetch failed.
 #[derive(Debug, thiserror::Error)]
@@ -75,7 +76,7 @@ fn verify_mode(mode: VerificationMode) -> VerifyMode {
 
 pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     let api: Api<GitRepository> = runtime::scoped(&ctx.client, namespace.as_deref());
-    runtime::run(ctx, runtime::controller(api), reconcile).await;
+    runtime::controller::run(ctx, runtime::controller::of(api), reconcile).await;
 }
 
 async fn reconcile(repo: Arc<GitRepository>, ctx: Arc<Context>) -> Result<Action, Error> {

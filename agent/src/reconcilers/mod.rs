@@ -13,7 +13,7 @@ pub mod source_url;
 
 use std::sync::Arc;
 
-use crate::runtime::Context;
+use crate::runtime::context::Context;
 
 pub use crate::api::{FIELD_MANAGER, FINALIZER};
 
@@ -26,7 +26,7 @@ macro_rules! finalized_reconcile {
     ($kind:ty, $apply:ident, $cleanup:ident) => {
         fn reconcile(
             obj: std::sync::Arc<$kind>,
-            ctx: std::sync::Arc<$crate::runtime::Context>,
+            ctx: std::sync::Arc<$crate::runtime::context::Context>,
         ) -> futures::future::BoxFuture<
             'static,
             Result<kube::runtime::controller::Action, $crate::runtime::Error>,

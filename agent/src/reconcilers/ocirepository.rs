@@ -22,11 +22,12 @@ use crate::api::duration;
 use crate::api::ocirepository::{LayerOperation, OCIRepositoryVerification};
 use crate::api::{OCIRepository, SourceStatus};
 use crate::artifacts::store_key;
-use crate::runtime::{self, Context, Error, Failure, Reason};
+use crate::runtime::context::Context;
+use crate::runtime::{self, Error, Failure, Reason};
 
 pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     let api: Api<OCIRepository> = runtime::scoped(&ctx.client, namespace.as_deref());
-    runtime::run(ctx, runtime::controller(api), reconcile).await;
+    runtime::controller::run(ctx, runtime::controller::of(api), reconcile).await;
 }
 
 async fn reconcile(repo: Arc<OCIRepository>, ctx: Arc<Context>) -> Result<Action, Error> {

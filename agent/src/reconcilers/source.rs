@@ -16,7 +16,9 @@ use crate::api::conditions::{self, SOURCE_VERIFIED};
 use crate::api::duration;
 use crate::api::{ArtifactStatus, SourceStatus};
 use crate::artifacts::Source;
-use crate::runtime::{Context, Done, Error, Failure, Reason, Schedule, Session};
+use crate::runtime::context::Context;
+use crate::runtime::report::Session;
+use crate::runtime::{Done, Error, Failure, Reason, Schedule};
 
 /// The parts of a source's spec every kind has.
 pub struct Common<'a> {

@@ -2,6 +2,7 @@
 //! is the same word in the `Ready` condition, the Event and the metric label.
 
 use std::fmt;
+use std::time::Duration;
 
 /// Why a reconcile ended as it did. Condition reasons, Event reasons and the `result` label of
 /// `skewer_reconcile_duration_seconds` all come from here.
@@ -137,6 +138,13 @@ pub fn result_label(result: &Result<Done, Failure>) -> &'static str {
         Ok(_) => "success",
         Err(f) => f.reason.as_str(),
     }
+}
+
+/// When a kind reconciles again: every `interval`, and after failures from `retry` up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedule {
+    pub interval: Duration,
+    pub retry: Duration,
 }
 
 #[cfg(test)]

@@ -11,10 +11,11 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use kube::runtime::controller::Action;
 
+use super::Error;
+use super::context::Context;
 use super::outcome::{Failure, Reason};
 use super::report::Session;
 use super::status::Reconciled;
-use super::{Context, Error};
 
 /// Runs `work`; a panic inside it becomes `Err` with the panic's message.
 pub async fn contain<T>(work: impl Future<Output = T>) -> Result<T, String> {

@@ -3,24 +3,18 @@
 //! the `Ready`, `Reconciling` and `Stalled` conditions, a log line and an Event when `Ready`
 //! changes, the metric, the retry backoff, and one status write when anything changed.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use skewer_appliers::message::bounded;
 use tracing::{info, warn};
 
-use super::outcome::{Done, Failure, result_label};
+use super::context::Context;
+use super::outcome::{Done, Failure, Schedule, result_label};
 use super::status::{self, Reconciled};
-use super::{Context, Error, MAX_CONDITION_MESSAGE};
+use super::{Error, MAX_CONDITION_MESSAGE};
 use crate::api::conditions::{self, READY};
-
-/// When a kind reconciles again: every `interval`, and after failures from `retry` up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Schedule {
-    pub interval: Duration,
-    pub retry: Duration,
-}
 
 /// The key under which an object's consecutive failures are counted.
 pub fn failure_key<K: Reconciled>(obj: &K) -> String {

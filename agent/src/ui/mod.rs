@@ -43,7 +43,7 @@ const STYLE: &str = include_str!("assets/app.css");
 
 /// What the dashboard serves from.
 pub struct Ui {
-    ctx: Arc<crate::runtime::Context>,
+    ctx: Arc<crate::runtime::context::Context>,
     client: Client,
     /// Discovery, for the resource names of objects in authorization checks.
     resources: skewer_appliers::resources::Resources,
@@ -120,7 +120,7 @@ fn unchanged<K>(_: &mut K) {}
 impl Ui {
     /// Starts the reflectors (of `namespace`, or every namespace).
     pub fn start(
-        ctx: Arc<crate::runtime::Context>,
+        ctx: Arc<crate::runtime::context::Context>,
         namespace: Option<&str>,
         kubernetes_auth: bool,
         clusters: Clusters,

@@ -9,10 +9,11 @@
 //! done. Responses never carry the secret or the names of what was reconciled.
 
 pub mod push;
+pub mod receivers;
 pub mod verify;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, RwLock};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -29,95 +30,19 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{info, warn};
 
+pub use self::receivers::Receivers;
+use self::receivers::{PER_RECEIVER, Registered};
 use self::verify::{Host, Refusal, Verdict};
-use crate::api::receiver::{Receiver, ResourceReference};
+use crate::api::receiver::Receiver;
 use crate::api::{
     Application, GitRepository, Kustomization, OCIRepository, RECONCILE_REQUESTED_AT,
 };
-use crate::runtime::{self, Context, Done, Error, Failure, Reason, Reconciled, Session};
+use crate::runtime::context::Context;
+use crate::runtime::report::Session;
+use crate::runtime::{self, Done, Error, Failure, Reason, Reconciled};
 
 /// Flux's default limit on a request body.
 pub const BODY_LIMIT: usize = 3 << 20;
-
-/// What the server needs of a Receiver: the object as last reconciled, its host and secret.
-#[derive(Clone)]
-struct Registered {
-    namespace: String,
-    name: String,
-    host: Host,
-    token: Vec<u8>,
-    receiver: Arc<Receiver>,
-    /// Its requests judged at once ([`PER_RECEIVER`]).
-    turns: Arc<Semaphore>,
-}
-
-impl Registered {
-    /// `namespace/name`, for logs and metrics.
-    fn id(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
-    }
-
-    fn resources(&self) -> &[ResourceReference] {
-        &self.receiver.spec.resources
-    }
-}
-
-/// The registered Receivers, by webhook path.
-#[derive(Default)]
-pub struct Receivers {
-    by_path: RwLock<HashMap<String, Registered>>,
-    /// When each Receiver last got a refusal Event: a flood of forgeries makes one Event per
-    /// [`EVENT_EVERY`], not one per request.
-    evented: std::sync::Mutex<HashMap<(String, String), std::time::Instant>>,
-    /// Each Receiver's turns, kept across its re-registrations.
-    turns: std::sync::Mutex<HashMap<(String, String), Arc<Semaphore>>>,
-}
-
-/// At most one refusal Event per Receiver this often.
-const EVENT_EVERY: Duration = Duration::from_secs(10);
-
-impl Receivers {
-    /// Whether a refusal Event on `r` is due now (and notes that it is sent).
-    fn event_due(&self, r: &Registered) -> bool {
-        let mut sent = self.evented.lock().unwrap_or_else(|e| e.into_inner());
-        let key = (r.namespace.clone(), r.name.clone());
-        let due = sent.get(&key).is_none_or(|at| at.elapsed() >= EVENT_EVERY);
-        if due {
-            sent.insert(key, std::time::Instant::now());
-        }
-        due
-    }
-
-    fn set(&self, path: String, r: Registered) {
-        let mut map = self.by_path.write().unwrap_or_else(|e| e.into_inner());
-        map.retain(|_, old| !(old.namespace == r.namespace && old.name == r.name));
-        map.insert(path, r);
-    }
-
-    fn remove(&self, namespace: &str, name: &str) {
-        let mut map = self.by_path.write().unwrap_or_else(|e| e.into_inner());
-        map.retain(|_, old| !(old.namespace == namespace && old.name == name));
-        let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
-        turns.remove(&(namespace.to_string(), name.to_string()));
-    }
-
-    /// The turns of Receiver `namespace/name`.
-    fn turns_of(&self, namespace: &str, name: &str) -> Arc<Semaphore> {
-        let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
-        turns
-            .entry((namespace.to_string(), name.to_string()))
-            .or_insert_with(|| Arc::new(Semaphore::new(PER_RECEIVER)))
-            .clone()
-    }
-
-    fn get(&self, path: &str) -> Option<Registered> {
-        self.by_path
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(path)
-            .cloned()
-    }
-}
 
 /// The path of a Receiver whose secret is `token`.
 pub fn path_of(token: &[u8], name: &str, namespace: &str) -> String {
@@ -130,7 +55,7 @@ pub fn path_of(token: &[u8], name: &str, namespace: &str) -> String {
 
 pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     let api: Api<Receiver> = runtime::scoped(&ctx.client, namespace.as_deref());
-    runtime::run(ctx, runtime::controller(api), reconcile).await;
+    runtime::controller::run(ctx, runtime::controller::of(api), reconcile).await;
 }
 
 crate::finalized_reconcile!(Receiver, apply, cleanup);
@@ -261,8 +186,6 @@ struct Server {
 
 /// Requests judged (signature checked, objects asked to reconcile) at once.
 const IN_FLIGHT: usize = 64;
-/// Requests of one Receiver judged at once: a flood on one path leaves the others their turns.
-const PER_RECEIVER: usize = 16;
 /// How long a request may wait for its turn to be judged.
 const PATIENCE: Duration = Duration::from_secs(10);
 /// How long a body may take to arrive once its headers have. No turn is held meanwhile, so a

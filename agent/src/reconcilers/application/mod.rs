@@ -33,9 +33,9 @@ use super::deploy::{self, Deploy, Outcome, Place, SourceOf, Work, labels_owner};
 use crate::api::application::{HealthStatus, SyncStatus};
 use crate::api::kustomization::ResourceInventory;
 use crate::api::{Application, ApplicationStatus, SYNC_REQUESTED_AT};
-use crate::appsource;
 use crate::artifacts;
-use crate::runtime::{Context, Done, Failure, Reason, Schedule, Settings};
+use crate::runtime::context::Context;
+use crate::runtime::{Done, Failure, Reason, Schedule, Settings};
 
 /// How soon an Application whose objects are not healthy yet is looked at again (doubling up
 /// to its interval while it stays so).
@@ -178,7 +178,7 @@ pub async fn diff(
     let target = deploy::target(ctx, &place, &ns)
         .await
         .map_err(|f| f.message)?;
-    let artifact = appsource::artifact(ctx, &ns, &spec.wanted, spec.interval, None)
+    let artifact = deploy::own_source::artifact(ctx, &ns, &spec.wanted, spec.interval, None)
         .await
         .map_err(|f| f.message)?;
     let files = artifacts::files_under(&ctx.store, &artifact, &spec.path)

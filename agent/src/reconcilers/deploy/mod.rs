@@ -6,6 +6,7 @@
 //! path, the drift bookkeeping after a success, and prune on delete ([`cleanup`]). Which watch
 //! events reconcile an object is in [`triggers`].
 
+pub mod own_source;
 pub(crate) mod triggers;
 
 use std::future::Future;
@@ -29,11 +30,13 @@ pub use self::triggers::run;
 use super::dependencies::{self, Dependency};
 use crate::api::kustomization::ResourceInventory;
 use crate::api::{FIELD_MANAGER, OwnerKey};
-use crate::appsource::{self, Wanted};
+use crate::appsource::Wanted;
 use crate::artifacts::{self, ArtifactRef};
 use crate::metrics::InFlight;
 use crate::runtime::Settings;
-use crate::runtime::{Context, Done, Error, Failure, Reason, Reconciled, Schedule, Session};
+use crate::runtime::context::Context;
+use crate::runtime::report::Session;
+use crate::runtime::{Done, Error, Failure, Reason, Reconciled, Schedule};
 use crate::sync::{Sync, from_status, to_status};
 use crate::targets::{ClusterRef, Target, TargetKey};
 
@@ -410,7 +413,7 @@ impl<D: Deploy> Shared<'_, D> {
                     None
                 };
                 let ns = self.obj.namespace().unwrap_or_default();
-                appsource::artifact(ctx, &ns, wanted, interval, after).await
+                own_source::artifact(ctx, &ns, wanted, interval, after).await
             }
         }
     }

@@ -21,13 +21,14 @@ use crate::api::{Application, Kustomization};
 use crate::artifacts;
 use crate::ownership::Recorded;
 use crate::reconcilers::FINALIZER;
-use crate::runtime::{self, Context, Error};
+use crate::runtime::context::Context;
+use crate::runtime::{self, Error};
 use crate::targets::ClusterRef;
 
 /// Runs the controller of deploy kind `D` until shutdown.
 pub async fn run<D: Deploy>(ctx: Arc<Context>, namespace: Option<String>) {
     let api: Api<D> = runtime::scoped(&ctx.client, namespace.as_deref());
-    let controller = runtime::controller(api);
+    let controller = runtime::controller::of(api);
     ctx.ownership.watch(
         D::KIND,
         Arc::new(Inventories {
@@ -72,7 +73,7 @@ pub async fn run<D: Deploy>(ctx: Arc<Context>, namespace: Option<String>) {
         futures::stream::iter(on)
     });
     let controller = controller.reconcile_on(drifted).reconcile_on(clusters);
-    runtime::run(ctx, controller, finalized::<D>).await;
+    runtime::controller::run(ctx, controller, finalized::<D>).await;
 }
 
 /// The values `rx` announces, lagging ones skipped, until its sender goes.

@@ -183,7 +183,7 @@ async fn sync(
 }
 
 /// Runs the Kustomization controller until shutdown.
-pub async fn run(ctx: std::sync::Arc<crate::runtime::Context>, namespace: Option<String>) {
+pub async fn run(ctx: std::sync::Arc<crate::runtime::context::Context>, namespace: Option<String>) {
     deploy::run::<Kustomization>(ctx, namespace).await;
 }
 

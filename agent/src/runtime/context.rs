@@ -1,0 +1,108 @@
+//! The [`Context`] every reconciler is handed: the hub's client, the Event recorder, the
+//! metrics and settings, and typed handles to what reconcilers share (targets, drift,
+//! ownership, Applications' sources, Receivers, the artifact store).
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Client;
+use kube::Resource;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use skewer_appliers::message::bounded;
+use skewer_sources::{GitFetcher, Store};
+use tracing::warn;
+
+use super::{MAX_EVENT_NOTE, Reason, Settings, backoff};
+use crate::drift::Drift;
+use crate::metrics::Metrics;
+use crate::ownership::Ownership;
+use crate::targets::Targets;
+
+/// What every reconciler shares.
+pub struct Context {
+    /// The hub, as skewer itself: reads and writes skewer's own objects.
+    pub client: Client,
+    /// Where objects are applied: (cluster, identity) → client, applier, drift watches.
+    pub targets: Targets,
+    pub store: Store,
+    pub git: GitFetcher,
+    recorder: Recorder,
+    pub failures: backoff::Failures,
+    pub drift: Drift,
+    /// The sources Applications own, shared by those naming the same repository and revision.
+    pub app_sources: crate::appsource::AppSources,
+    /// Receivers by webhook path, for the webhook server.
+    pub receivers: crate::webhook::receivers::Receivers,
+    /// Which owner holds which object.
+    pub ownership: Ownership,
+    pub metrics: Arc<Metrics>,
+    pub settings: Settings,
+}
+
+impl Context {
+    /// A context on the hub: `client` is made from `hub` (skewer's own configuration, from
+    /// which impersonating clients are derived); other clusters come from `registry`.
+    pub async fn new(
+        hub: kube::Config,
+        client: Client,
+        registry: Arc<crate::clusters::Registry>,
+        data_dir: &std::path::Path,
+        settings: Settings,
+        metrics: Arc<Metrics>,
+    ) -> Result<Arc<Self>, kube::Error> {
+        let reporter = Reporter {
+            controller: "skewer".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Ok(Arc::new(Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            targets: Targets::new(hub, client.clone(), registry).await?,
+            client,
+            store: Store::new(data_dir.join("artifacts")),
+            git: GitFetcher::new(data_dir.join("git")),
+            failures: backoff::Failures::default(),
+            drift: Drift::default(),
+            app_sources: Default::default(),
+            receivers: Default::default(),
+            ownership: Ownership::default(),
+            metrics,
+            settings,
+        }))
+    }
+
+    /// Publishes a Kubernetes Event about `obj`; failures are logged, never fatal.
+    pub async fn event<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        warning: bool,
+        reason: Reason,
+        note: String,
+    ) {
+        self.event_about(&obj.object_ref(&()), warning, reason, note)
+            .await;
+    }
+
+    /// Publishes a Kubernetes Event about the object `regarding` refers to.
+    pub async fn event_about(
+        &self,
+        regarding: &ObjectReference,
+        warning: bool,
+        reason: Reason,
+        note: String,
+    ) {
+        let ev = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.as_str().into(),
+            note: Some(bounded(&note, MAX_EVENT_NOTE)),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, regarding).await {
+            warn!(error = %e, "cannot publish event");
+        }
+    }
+}
