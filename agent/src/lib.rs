@@ -12,6 +12,7 @@ pub mod drift;
 #[doc(hidden)]
 pub mod golden;
 pub mod http;
+pub mod inventory;
 pub mod leader;
 pub mod manifests;
 pub mod metrics;
@@ -19,7 +20,6 @@ pub mod ownership;
 pub mod reconcilers;
 pub mod runtime;
 pub mod storage;
-pub mod sync;
 pub mod targets;
 pub mod ui;
 pub mod view;

@@ -39,7 +39,8 @@ pub async fn run(
         .await
         .context("asking the API server its version")?;
     let opts = ApplyOptions::new(FIELD_MANAGER, request::owner(&ks), request::transform(&ks));
-    let previous = crate::sync::from_status(ks.status.as_ref().and_then(|s| s.inventory.as_ref()));
+    let previous =
+        crate::inventory::from_status(ks.status.as_ref().and_then(|s| s.inventory.as_ref()));
     let diffs = compare(
         &applier,
         manifests,

@@ -118,7 +118,7 @@ async fn watch_kind(
                 if let Some((_, listed)) = &mut relist {
                     listed.insert(id_of(&m, &ar));
                 }
-                let seen = Seen::of(&m.metadata, crate::reconcilers::FIELD_MANAGER);
+                let seen = Seen::of(&m.metadata, crate::api::FIELD_MANAGER);
                 (m, Some(seen))
             }
             Ok(watcher::Event::Delete(m)) => (m, None),

@@ -6,6 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::future::BoxFuture;
+use kube::ResourceExt;
+use kube::runtime::finalizer::{Event, finalizer};
+use tracing::Instrument;
+
+use crate::api::FINALIZER;
 use kube::runtime::controller::Action;
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use tracing::warn;
@@ -79,4 +85,37 @@ fn error_policy<K: Reconciled>(obj: Arc<K>, _: &Error, ctx: Arc<Context>) -> Act
         Duration::from_secs(300),
         failures,
     ))
+}
+
+/// One reconcile of `obj` behind [`FINALIZER`] (added first; on deletion `cleanup` runs, then
+/// it is removed), in a span naming the object. Boxed as `dyn Future + Send`: rustc cannot
+/// otherwise prove the finalizer's nested futures Send for every lifetime
+/// (rust-lang/rust#102211).
+pub fn finalized<K, A, C, FA, FC>(
+    obj: Arc<K>,
+    ctx: Arc<Context>,
+    apply: A,
+    cleanup: C,
+) -> BoxFuture<'static, Result<Action, Error>>
+where
+    K: Reconciled,
+    A: FnOnce(Arc<K>, Arc<Context>) -> FA + Send + 'static,
+    C: FnOnce(Arc<K>, Arc<Context>) -> FC + Send + 'static,
+    FA: Future<Output = Result<Action, Error>> + Send + 'static,
+    FC: Future<Output = Result<Action, Error>> + Send + 'static,
+{
+    Box::pin(async move {
+        let ns = obj.namespace().ok_or(Error::NoNamespace)?;
+        let api: kube::Api<K> = kube::Api::namespaced(ctx.client.clone(), &ns);
+        let span = tracing::info_span!("reconcile", kind = K::KIND, namespace = %ns, object = %obj.name_any(), revision = tracing::field::Empty);
+        finalizer(&api, FINALIZER, obj, move |event| async move {
+            match event {
+                Event::Apply(obj) => apply(obj, ctx).await,
+                Event::Cleanup(obj) => cleanup(obj, ctx).await,
+            }
+        })
+        .instrument(span)
+        .await
+        .map_err(|e| Error::Finalizer(e.to_string()))
+    })
 }

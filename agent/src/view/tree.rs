@@ -72,7 +72,7 @@ pub fn state_of(obj: Option<&Value>) -> String {
 pub fn inventory(owner: &Value) -> Vec<(ObjectId, String)> {
     let recorded: Option<crate::api::kustomization::ResourceInventory> =
         serde_json::from_value(owner["status"]["inventory"].clone()).ok();
-    crate::sync::from_status(recorded.as_ref())
+    crate::inventory::from_status(recorded.as_ref())
         .entries
         .into_iter()
         .collect()

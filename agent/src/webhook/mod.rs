@@ -22,6 +22,7 @@ use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::routing::post;
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -58,7 +59,9 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     runtime::controller::run(ctx, runtime::controller::of(api), reconcile).await;
 }
 
-crate::finalized_reconcile!(Receiver, apply, cleanup);
+fn reconcile(rcv: Arc<Receiver>, ctx: Arc<Context>) -> BoxFuture<'static, Result<Action, Error>> {
+    runtime::controller::finalized(rcv, ctx, apply, cleanup)
+}
 
 async fn apply(rcv: Arc<Receiver>, ctx: Arc<Context>) -> Result<Action, Error> {
     let mut session = Session::begin(&ctx, rcv.as_ref());

@@ -17,9 +17,9 @@ use super::phase::Phase;
 use super::{now, request, transform};
 use crate::api::application::{OperationState, ResourceResult, ResourceStatus, SyncResult};
 use crate::api::{Application, ApplicationStatus};
+use crate::inventory::{from_status, to_status};
 use crate::reconcilers::deploy::{Work, apply_options, labels_owner};
 use crate::runtime::{Failure, Reason};
-use crate::sync::{from_status, to_status};
 use crate::targets::Target;
 
 /// One sync of `files`, this being retry number `retries`; records the inventory in `status`

@@ -6,6 +6,7 @@
 //! path, the drift bookkeeping after a success, and prune on delete ([`cleanup`]). Which watch
 //! events reconcile an object is in [`triggers`].
 
+pub mod hooks;
 pub mod own_source;
 pub(crate) mod triggers;
 
@@ -26,18 +27,19 @@ use skewer_appliers::{Inventory, ObjectId};
 use tokio::time::Instant;
 use tracing::warn;
 
+use self::hooks::Hooks;
 pub use self::triggers::run;
 use super::dependencies::{self, Dependency};
 use crate::api::kustomization::ResourceInventory;
 use crate::api::{FIELD_MANAGER, OwnerKey};
 use crate::appsource::Wanted;
 use crate::artifacts::{self, ArtifactRef};
+use crate::inventory::{from_status, to_status};
 use crate::metrics::InFlight;
 use crate::runtime::Settings;
 use crate::runtime::context::Context;
 use crate::runtime::report::Session;
 use crate::runtime::{Done, Error, Failure, Reason, Reconciled, Schedule};
-use crate::sync::{Sync, from_status, to_status};
 use crate::targets::{ClusterRef, Target, TargetKey};
 
 /// Where a deploy object applies, as written.
@@ -119,7 +121,7 @@ pub struct Work<'a, D: Deploy> {
     pub obj: &'a D,
     pub spec: &'a D::Spec,
     /// The pipeline, already told whether to apply in full and whether drift heals.
-    pub sync: &'a Sync<'a, D>,
+    pub sync: &'a Hooks<'a, D>,
     pub revision: &'a str,
     /// The files of the object's path.
     pub files: Vec<SourceFile>,
@@ -281,7 +283,7 @@ pub async fn reconcile<D: Deploy>(obj: Arc<D>, ctx: Arc<Context>) -> Result<Acti
     };
     let _in_flight = InFlight::start(&ctx.metrics.reconciles_in_flight);
     let requested = session.requested;
-    let sync = Sync::new(&ctx, &target, obj.as_ref(), &owner).in_full(requested || asked);
+    let sync = Hooks::new(&ctx, &target, obj.as_ref(), &owner).in_full(requested || asked);
     let sync = if D::heals(&spec) {
         sync
     } else {
@@ -328,7 +330,7 @@ struct Shared<'a, D: Deploy> {
     ctx: &'a Arc<Context>,
     obj: &'a D,
     spec: &'a D::Spec,
-    sync: &'a Sync<'a, D>,
+    sync: &'a Hooks<'a, D>,
     timeout: Duration,
     requested: bool,
     asked: bool,

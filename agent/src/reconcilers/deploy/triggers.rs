@@ -9,18 +9,15 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::{Stream, StreamExt};
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{Event, finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use tokio::sync::broadcast;
-use tracing::Instrument;
 
 use super::{Deploy, cleanup, cluster_now, owner_of, reconcile};
 use crate::api::{Application, Kustomization};
 use crate::artifacts;
 use crate::ownership::Recorded;
-use crate::reconcilers::FINALIZER;
 use crate::runtime::context::Context;
 use crate::runtime::{self, Error};
 use crate::targets::ClusterRef;
@@ -121,27 +118,12 @@ fn cluster_of<D: Deploy>(ctx: &Context, obj: &D) -> Option<ClusterRef> {
     cluster_now(ctx, &place.destination)
 }
 
-/// The reconcile of `D`, behind [`FINALIZER`], in a span naming the object. Boxed as
-/// `dyn Future + Send`: rustc cannot otherwise prove the finalizer's nested futures Send for
-/// every lifetime (rust-lang/rust#102211).
+/// The reconcile of `D` behind the finalizer: [`reconcile`], or [`cleanup`] on deletion.
 fn finalized<D: Deploy>(
     obj: Arc<D>,
     ctx: Arc<Context>,
 ) -> BoxFuture<'static, Result<Action, Error>> {
-    Box::pin(async move {
-        let ns = obj.namespace().ok_or(Error::NoNamespace)?;
-        let api: Api<D> = Api::namespaced(ctx.client.clone(), &ns);
-        let span = tracing::info_span!("reconcile", kind = D::KIND, namespace = %ns, object = %obj.name_any(), revision = tracing::field::Empty);
-        finalizer(&api, FINALIZER, obj, move |event| async move {
-            match event {
-                Event::Apply(obj) => reconcile(obj, ctx).await,
-                Event::Cleanup(obj) => cleanup(obj, ctx).await,
-            }
-        })
-        .instrument(span)
-        .await
-        .map_err(|e| Error::Finalizer(e.to_string()))
-    })
+    runtime::controller::finalized(obj, ctx, reconcile::<D>, cleanup::<D>)
 }
 
 /// The inventories objects of one deploy kind recorded, from its controller's cache.
@@ -164,7 +146,7 @@ impl<D: Deploy> Recorded for Inventories<D> {
                 continue;
             }
             let inventory = obj.status().and_then(D::inventory);
-            crate::sync::held_in(inventory, wanted, &owner, &mut held);
+            crate::inventory::held_in(inventory, wanted, &owner, &mut held);
         }
         held
     }

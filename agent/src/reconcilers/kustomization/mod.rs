@@ -15,8 +15,8 @@ use super::deploy::{self, Deploy, Destination, Outcome, Place, SourceOf, Work};
 use crate::api::conditions::{self, HEALTHY};
 use crate::api::kustomization::ResourceInventory;
 use crate::api::{Kustomization, KustomizationStatus};
+use crate::inventory::{from_status, to_status};
 use crate::runtime::{Done, Failure, Reason, Schedule, Settings};
-use crate::sync::{from_status, to_status};
 use crate::targets::ClusterRef;
 
 /// A Kustomization's spec, checked.

@@ -15,14 +15,14 @@ use skewer_appliers::sync::{self as pipeline, SyncError, SyncHooks, SyncReport, 
 use skewer_appliers::{Inventory, ObjectId};
 
 use crate::api::OwnerKey;
-use crate::api::kustomization::{InventoryEntry, ResourceInventory};
 use crate::drift;
+use crate::inventory::to_status;
 use crate::runtime::context::Context;
 use crate::runtime::{Reason, Reconciled, status};
 use crate::targets::Target;
 
 /// One sync of `obj` (tracked for drift as `owner`) on `target`.
-pub struct Sync<'a, K> {
+pub struct Hooks<'a, K> {
     ctx: &'a Arc<Context>,
     target: &'a Arc<Target>,
     obj: &'a K,
@@ -35,7 +35,7 @@ pub struct Sync<'a, K> {
     full: bool,
 }
 
-impl<'a, K: Reconciled> Sync<'a, K> {
+impl<'a, K: Reconciled> Hooks<'a, K> {
     pub fn new(ctx: &'a Arc<Context>, target: &'a Arc<Target>, obj: &'a K, owner: &'a str) -> Self {
         Self {
             ctx,
@@ -103,7 +103,7 @@ impl<'a, K: Reconciled> Sync<'a, K> {
     }
 }
 
-impl<K: Reconciled> SyncHooks for Sync<'_, K> {
+impl<K: Reconciled> SyncHooks for Hooks<'_, K> {
     fn claim(
         &self,
         planned: &Inventory,
@@ -190,69 +190,5 @@ async fn tell_holders(ctx: &Context, claimant: &str, held: &[(ObjectId, String)]
         );
         ctx.event_about(&regarding, true, Reason::OwnershipConflict, note)
             .await;
-    }
-}
-
-/// Adds to `held` each entry of `inventory` (recorded by `owner`) that is `wanted`.
-pub fn held_in(
-    inventory: Option<&ResourceInventory>,
-    wanted: &std::collections::HashSet<String>,
-    owner: &str,
-    held: &mut Vec<(String, String)>,
-) {
-    let entries = inventory.into_iter().flat_map(|i| &i.entries);
-    for e in entries.filter(|e| wanted.contains(&e.id)) {
-        held.push((e.id.clone(), owner.to_string()));
-    }
-}
-
-/// The inventory as status records it (Flux's format).
-pub fn to_status(inventory: &Inventory) -> ResourceInventory {
-    ResourceInventory {
-        entries: inventory
-            .entries
-            .iter()
-            .map(|(id, v)| InventoryEntry {
-                id: id.to_string(),
-                v: v.clone(),
-            })
-            .collect(),
-    }
-}
-
-/// The inventory status records. Entries whose id does not parse are dropped (they could only
-/// come from a hand edit).
-pub fn from_status(inventory: Option<&ResourceInventory>) -> Inventory {
-    Inventory {
-        entries: inventory
-            .into_iter()
-            .flat_map(|i| &i.entries)
-            .filter_map(|e| Some((ObjectId::parse(&e.id)?, e.v.clone())))
-            .collect(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn inventories_round_trip_through_status() {
-        let status = ResourceInventory {
-            entries: vec![
-                InventoryEntry {
-                    id: "ns_web_apps_Deployment".into(),
-                    v: "apps/v1".into(),
-                },
-                InventoryEntry {
-                    id: "garbage".into(),
-                    v: "v1".into(),
-                },
-            ],
-        };
-        let inv = from_status(Some(&status));
-        assert_eq!(inv.len(), 1, "unparsable ids are dropped");
-        assert_eq!(to_status(&inv).entries, status.entries[..1]);
-        assert!(from_status(None).is_empty());
     }
 }
