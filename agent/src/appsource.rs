@@ -38,6 +38,19 @@ pub(crate) struct Entry {
     pub(crate) fetches: u64,
 }
 
+/// Entries kept at most (beyond those in use): one per repository, revision and Secret.
+const MAX_ENTRIES: usize = 4096;
+
+/// Whether entry `new` makes `old` useless: the same repository and revision, read with the
+/// same Secret (`namespace/name@resourceVersion`) at another version.
+fn supersedes((wanted, creds): &EntryKey, (old_wanted, old_creds): &EntryKey) -> bool {
+    let secret = |c: &str| c.rsplit_once('@').map(|(name, _)| name.to_string());
+    wanted == old_wanted
+        && creds != old_creds
+        && creds.as_deref().and_then(secret).is_some()
+        && creds.as_deref().and_then(secret) == old_creds.as_deref().and_then(secret)
+}
+
 /// The shared entries, one lock per repository and revision (held while it fetches, so that
 /// the others wait for that fetch instead of starting their own).
 #[derive(Default)]
@@ -48,9 +61,25 @@ pub struct AppSources {
 }
 
 impl AppSources {
+    /// The entry of `key`. A new one replaces the entries it supersedes (the same repository,
+    /// revision and Secret at an older resourceVersion); past [`MAX_ENTRIES`], entries nobody
+    /// is using go.
     pub(crate) fn entry(&self, key: &EntryKey) -> Arc<tokio::sync::Mutex<Entry>> {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = entries.get(key) {
+            return e.clone();
+        }
+        entries.retain(|old, _| !supersedes(key, old));
+        if entries.len() >= MAX_ENTRIES {
+            entries.retain(|_, e| Arc::strong_count(e) > 1);
+        }
         entries.entry(key.clone()).or_default().clone()
+    }
+
+    /// How many entries are kept, for tests.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     /// Follows the labeled repository Secrets of `namespace` (all when `None`), Argo CD's
@@ -108,5 +137,45 @@ impl AppSources {
             })
             .collect();
         repocreds::pick(&found, url).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(creds: Option<&str>) -> EntryKey {
+        let wanted = Wanted {
+            url: "https://git.example/apps.git".into(),
+            target_revision: "main".into(),
+        };
+        (wanted, creds.map(String::from))
+    }
+
+    #[test]
+    fn a_rotated_secret_replaces_its_entry_and_the_table_is_bounded() {
+        let sources = AppSources::default();
+        let _public = sources.entry(&key(None));
+        drop(sources.entry(&key(Some("argocd/repo@1"))));
+        let _other = sources.entry(&key(Some("team/repo@7")));
+        assert_eq!(sources.len(), 3);
+        drop(sources.entry(&key(Some("argocd/repo@2"))));
+        assert_eq!(sources.len(), 3, "argocd/repo@1 is gone, the others stay");
+        assert!(supersedes(
+            &key(Some("argocd/repo@2")),
+            &key(Some("argocd/repo@1"))
+        ));
+        assert!(!supersedes(
+            &key(Some("argocd/repo@2")),
+            &key(Some("team/repo@7"))
+        ));
+        assert!(!supersedes(&key(None), &key(Some("argocd/repo@1"))));
+
+        for i in 0..MAX_ENTRIES + 10 {
+            let mut k = key(None);
+            k.0.target_revision = format!("v{i}");
+            drop(sources.entry(&k));
+        }
+        assert!(sources.len() <= MAX_ENTRIES, "{}", sources.len());
     }
 }

@@ -5,6 +5,7 @@
 pub mod application;
 pub mod dependencies;
 pub mod deploy;
+pub mod fetch;
 pub mod gitrepository;
 pub mod kustomization;
 pub mod ocirepository;

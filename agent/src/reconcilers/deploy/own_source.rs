@@ -5,13 +5,21 @@
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
+use skewer_sources::oci::registry::{self, Repository};
+use skewer_sources::oci::{self, OciRef};
 use skewer_sources::repocreds::{self, CredSecret};
-use skewer_sources::{Access, Auth, GitRefSpec, Resolved};
+use skewer_sources::{Access, Auth};
 
+use crate::api::ocirepository::LayerOperation;
 use crate::appsource::{EntryKey, Wanted};
 use crate::artifacts::ArtifactRef;
+use crate::reconcilers::fetch::git::{GitFetch, Refs, git};
+use crate::reconcilers::fetch::oci::{OciFetch, oci};
 use crate::runtime::context::Context;
 use crate::runtime::{Failure, Reason};
+
+/// Bound on one fetch of an Application's source (Argo CD has no field for it).
+const FETCH_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The store key of an entry's artifacts: `appsource/<hash>`.
 fn store_key((wanted, creds): &EntryKey) -> String {
@@ -54,9 +62,9 @@ pub async fn artifact(
         .map(|(a, _, _)| a)
         .filter(|a| ctx.store.path_of(&a.key, &a.digest).exists());
     let fetched = if wanted.url.starts_with("oci://") {
-        fetch_oci(ctx, &key, wanted, secret.as_ref(), current).await?
+        fetch_oci(ctx, namespace, &key, wanted, secret.as_ref(), current).await?
     } else {
-        fetch_git(ctx, &key, wanted, secret.as_ref(), current).await?
+        fetch_git(ctx, namespace, &key, wanted, secret.as_ref(), current).await?
     };
     let artifact = match fetched {
         Some((revision, digest)) => {
@@ -82,25 +90,11 @@ pub async fn artifact(
     Ok(artifact)
 }
 
-/// Stores `files` as revision `revision` under `key` (old artifacts collected), off the async
-/// runtime's threads' way; returns the digest.
-fn store(
-    store: &skewer_sources::Store,
-    key: &str,
-    revision: &str,
-    files: &[skewer_sources::File],
-) -> Result<String, Failure> {
-    let failed =
-        |e: skewer_sources::StoreError| Failure::new(Reason::StorageOperationFailed, e.to_string());
-    let stored = store.put(key, revision, files).map_err(failed)?;
-    store.gc(key, &stored.digest).map_err(failed)?;
-    Ok(stored.digest)
-}
-
-/// Lists the Git remote's refs and, when `targetRevision` resolves to another revision than
-/// `current`'s, fetches and stores it: `(revision, digest)`, or `None` when nothing moved.
+/// Git: the remote's refs listed, and when `targetRevision` resolves to another revision
+/// than `current`'s, fetched and stored: `(revision, digest)`, or `None` when nothing moved.
 async fn fetch_git(
     ctx: &Context,
+    namespace: &str,
     key: &str,
     wanted: &Wanted,
     secret: Option<&CredSecret>,
@@ -118,74 +112,71 @@ async fn fetch_git(
             format!("spec.source.repoURL: {e}{from}"),
         )
     })?;
-    let settings = &ctx.settings;
-    crate::reconcilers::source_url::check(&wanted.url, &settings.data_dir, settings.local_sources)
-        .map_err(|m| Failure::invalid(format!("spec.source.repoURL: {m}")))?;
-    let access = Access {
-        auth,
-        timeout: Duration::from_secs(60),
-    };
-    let failed = |m: String| Failure::new(Reason::GitOperationFailed, m);
-    let (git, url, target, k) = (
-        ctx.git.clone(),
-        wanted.url.clone(),
-        wanted.target_revision.clone(),
-        key.to_string(),
-    );
-    let acc = access.clone();
-    let resolved = tokio::task::spawn_blocking(move || -> Result<Resolved, Failure> {
-        let remote = git
-            .list_remote(&k, &url, &acc)
-            .map_err(|e| failed(e.to_string()))?;
-        GitRefSpec::from_target_revision(&target, &remote)
-            .and_then(|spec| spec.resolve(&remote))
-            .map_err(|e| Failure::invalid(format!("spec.source.targetRevision: {e}")))
-    })
-    .await
-    .map_err(|e| failed(e.to_string()))??;
-    if current.is_some_and(|a| a.revision == resolved.revision) {
-        return Ok(None);
-    }
-    let (git, st, url, k) = (
-        ctx.git.clone(),
-        ctx.store.clone(),
-        wanted.url.clone(),
-        key.to_string(),
-    );
-    tokio::task::spawn_blocking(move || {
-        let files = git
-            .fetch(&k, &url, &resolved, &access)
-            .map_err(|e| failed(e.to_string()))?;
-        let digest = store(&st, &k, &resolved.revision, &files)?;
-        Ok(Some((resolved.revision, digest)))
-    })
-    .await
-    .map_err(|e| failed(e.to_string()))?
+    let got = git(
+        ctx,
+        GitFetch {
+            namespace,
+            key: key.into(),
+            url: wanted.url.clone(),
+            url_field: "spec.source.repoURL",
+            refs: Refs::TargetRevision(wanted.target_revision.clone()),
+            access: Access {
+                auth,
+                timeout: FETCH_TIMEOUT,
+            },
+            timeout: FETCH_TIMEOUT,
+            ignore: None,
+            verify: None,
+            current: current.map(|a| (a.revision.as_str(), a.digest.as_str())),
+        },
+    )
+    .await?;
+    Ok(got.map(|g| (g.revision, g.stored.digest)))
 }
 
-/// Resolves `targetRevision` in the OCI repository (a tag, a `sha256:` digest, or a version
-/// range over the tags; one HEAD request for a tag) and, when it names another manifest than
-/// `current`'s, pulls its first layer as untrusted input and stores its files.
+/// OCI: `targetRevision` resolved in the repository (a tag, a `sha256:` digest, or a version
+/// range over the tags) and, when it names another manifest than `current`'s, its first layer
+/// pulled as untrusted input and stored.
 async fn fetch_oci(
     ctx: &Context,
+    namespace: &str,
     key: &str,
     wanted: &Wanted,
     secret: Option<&CredSecret>,
     current: Option<&ArtifactRef>,
 ) -> Result<Option<(String, String)>, Failure> {
-    use skewer_sources::oci::{self, OciRef, registry};
-    let failed = |m: String| Failure::new(Reason::OCIArtifactPullFailed, m);
-    let repo = registry::Repository::parse(&wanted.url)
+    let repository = Repository::parse(&wanted.url)
         .map_err(|e| Failure::invalid(format!("spec.source.repoURL: {e}")))?;
     let (login, insecure) = match secret {
         Some(s) => repocreds::oci_access(s)
             .map_err(|e| Failure::new(Reason::AuthenticationFailed, e.to_string()))?,
         None => (None, false),
     };
-    let client = registry::Registry::new(&registry::Access { login, insecure })
-        .map_err(|e| failed(e.to_string()))?;
     let target = wanted.target_revision.trim();
-    let reference = if oci::is_digest(target) {
+    let got = oci(
+        ctx,
+        OciFetch {
+            namespace,
+            key: key.into(),
+            repository,
+            reference: reference(target),
+            reference_field: Some("spec.source.targetRevision"),
+            access: registry::Access { login, insecure },
+            timeout: FETCH_TIMEOUT,
+            ignore: None,
+            verify: None,
+            media_type: None,
+            operation: LayerOperation::Extract,
+            current: current.map(|a| (a.revision.as_str(), a.digest.as_str())),
+        },
+    )
+    .await?;
+    Ok(got.map(|g| (g.revision, g.stored.digest)))
+}
+
+/// An OCI `targetRevision`: a digest, a version range, or a tag (`HEAD` and none: `latest`).
+fn reference(target: &str) -> OciRef {
+    if oci::is_digest(target) {
         OciRef {
             digest: Some(target.into()),
             ..Default::default()
@@ -196,35 +187,29 @@ async fn fetch_oci(
             ..Default::default()
         }
     } else {
+        let tag = match target {
+            "HEAD" | "" => "latest",
+            tag => tag,
+        };
         OciRef {
-            tag: Some(if target == "HEAD" || target.is_empty() {
-                "latest".into()
-            } else {
-                target.into()
-            }),
+            tag: Some(tag.into()),
             ..Default::default()
         }
-    };
-    let resolved = oci::resolve(&client, &repo, &reference)
-        .await
-        .map_err(|e| failed(format!("spec.source.targetRevision '{target}': {e}")))?;
-    if current.is_some_and(|a| a.revision == resolved.revision) {
-        return Ok(None);
     }
-    let pulled = oci::pull(
-        &client,
-        &repo,
-        &resolved.digest,
-        None,
-        skewer_sources::untrusted::Limits::default(),
-    )
-    .await
-    .map_err(|e| Failure::new(Reason::OCIArtifactLayerOperationFailed, e.to_string()))?;
-    let (st, k, revision) = (ctx.store.clone(), key.to_string(), resolved.revision);
-    tokio::task::spawn_blocking(move || {
-        let digest = store(&st, &k, &revision, &pulled.files)?;
-        Ok(Some((revision, digest)))
-    })
-    .await
-    .map_err(|e| Failure::new(Reason::StorageOperationFailed, e.to_string()))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oci_target_revisions_read_as_digests_ranges_or_tags() {
+        let digest = format!("sha256:{}", "a".repeat(64));
+        assert_eq!(reference(&digest).digest.as_deref(), Some(digest.as_str()));
+        assert_eq!(reference(">=1.0.0").semver.as_deref(), Some(">=1.0.0"));
+        assert_eq!(reference("1.x").semver.as_deref(), Some("1.x"));
+        assert_eq!(reference("v1.2.3").tag.as_deref(), Some("v1.2.3"));
+        assert_eq!(reference("HEAD").tag.as_deref(), Some("latest"));
+        assert_eq!(reference("").tag.as_deref(), Some("latest"));
+    }
 }
