@@ -67,7 +67,7 @@ pub struct ApplicationSpec {
     pub service_account_name: Option<String>,
     /// Applications or Kustomizations that must be Ready first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub depends_on: Vec<Dependency>,
+    pub depends_on: Vec<crate::kustomization::DependencyReference>,
     /// How often the source is checked and the Application compared; default 3m (Argo CD's
     /// `timeout.reconciliation`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -201,18 +201,6 @@ pub struct Backoff {
 pub struct Info {
     pub name: String,
     pub value: String,
-}
-
-/// An Application or Kustomization that must be Ready first.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Dependency {
-    /// `Application` (default) or `Kustomization`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

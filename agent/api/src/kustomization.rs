@@ -115,11 +115,11 @@ pub struct SecretKeyReference {
     pub key: Option<String>,
 }
 
-/// A Kustomization (default) or an Application that must be Ready first.
+/// A Kustomization or an Application that must be Ready first.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DependencyReference {
-    /// `Kustomization` (default) or `Application`.
+    /// `Kustomization` or `Application`; by default, the kind of the object that depends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     pub name: String,

@@ -5,6 +5,7 @@
 use kube::api::Api;
 
 use crate::api::conditions::{self, READY};
+use crate::api::kustomization::DependencyReference;
 use crate::api::{Application, Kustomization};
 use crate::runtime::context::Context;
 use crate::runtime::{Failure, Reason, Reconciled};
@@ -14,6 +15,19 @@ pub struct Dependency<'a> {
     pub kind: &'a str,
     pub name: &'a str,
     pub namespace: Option<&'a str>,
+}
+
+impl<'a> Dependency<'a> {
+    /// The `dependsOn` entries of an object of kind `own`.
+    pub fn all(refs: &'a [DependencyReference], own: &'a str) -> Vec<Self> {
+        refs.iter()
+            .map(|d| Dependency {
+                kind: d.kind.as_deref().unwrap_or(own),
+                name: &d.name,
+                namespace: d.namespace.as_deref(),
+            })
+            .collect()
+    }
 }
 
 /// The deploy kinds a dependency may name.

@@ -92,9 +92,5 @@ async fn fetch(
         },
     )
     .await?;
-    let served = ctx.settings.storage_url.as_deref();
-    Ok(got.map(|g| Fetched {
-        artifact: source::artifact_status(g.stored, &key, g.metadata, served),
-        verified: g.verified,
-    }))
+    Ok(got.map(|g| source::fetched(ctx, &key, g)))
 }

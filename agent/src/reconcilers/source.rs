@@ -133,6 +133,16 @@ fn stored(revision: &str, noop: bool) -> Done {
     }
 }
 
+/// A fetched artifact as a source's status shows it (and where other controllers download it
+/// when skewer serves artifacts).
+pub fn fetched(ctx: &Context, key: &str, got: super::fetch::Got) -> Fetched {
+    let served = ctx.settings.storage_url.as_deref();
+    Fetched {
+        artifact: artifact_status(got.stored, key, got.metadata, served),
+        verified: got.verified,
+    }
+}
+
 /// The status of an artifact just stored under `key`; with its download URL when skewer
 /// serves artifacts from `served` (a base URL).
 pub fn artifact_status(

@@ -79,15 +79,7 @@ impl Deploy for Application {
     }
 
     fn dependencies(&self) -> Vec<Dependency<'_>> {
-        self.spec
-            .depends_on
-            .iter()
-            .map(|d| Dependency {
-                kind: d.kind.as_deref().unwrap_or("Application"),
-                name: &d.name,
-                namespace: d.namespace.as_deref(),
-            })
-            .collect()
+        Dependency::all(&self.spec.depends_on, "Application")
     }
 
     /// With automated prune (as Argo CD's resources finalizer would), what it applied goes;

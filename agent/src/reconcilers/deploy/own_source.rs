@@ -61,10 +61,18 @@ pub async fn artifact(
         .as_ref()
         .map(|(a, _, _)| a)
         .filter(|a| ctx.store.path_of(&a.key, &a.digest).exists());
+    let fetching = Fetching {
+        ctx,
+        namespace,
+        key: &key,
+        wanted,
+        secret: secret.as_ref(),
+        current,
+    };
     let fetched = if wanted.url.starts_with("oci://") {
-        fetch_oci(ctx, namespace, &key, wanted, secret.as_ref(), current).await?
+        fetch_oci(fetching).await?
     } else {
-        fetch_git(ctx, namespace, &key, wanted, secret.as_ref(), current).await?
+        fetch_git(fetching).await?
     };
     let artifact = match fetched {
         Some((revision, digest)) => {
@@ -90,16 +98,28 @@ pub async fn artifact(
     Ok(artifact)
 }
 
+/// One fetch of an entry: what is wanted, with which credentials, into which store key, and
+/// what is stored now.
+struct Fetching<'a> {
+    ctx: &'a Context,
+    namespace: &'a str,
+    key: &'a str,
+    wanted: &'a Wanted,
+    secret: Option<&'a CredSecret>,
+    current: Option<&'a ArtifactRef>,
+}
+
 /// Git: the remote's refs listed, and when `targetRevision` resolves to another revision
 /// than `current`'s, fetched and stored: `(revision, digest)`, or `None` when nothing moved.
-async fn fetch_git(
-    ctx: &Context,
-    namespace: &str,
-    key: &str,
-    wanted: &Wanted,
-    secret: Option<&CredSecret>,
-    current: Option<&ArtifactRef>,
-) -> Result<Option<(String, String)>, Failure> {
+async fn fetch_git(f: Fetching<'_>) -> Result<Option<(String, String)>, Failure> {
+    let Fetching {
+        ctx,
+        namespace,
+        key,
+        wanted,
+        secret,
+        current,
+    } = f;
     let auth = match secret {
         Some(s) => repocreds::auth(s)
             .map_err(|e| Failure::new(Reason::AuthenticationFailed, e.to_string()))?,
@@ -137,14 +157,15 @@ async fn fetch_git(
 /// OCI: `targetRevision` resolved in the repository (a tag, a `sha256:` digest, or a version
 /// range over the tags) and, when it names another manifest than `current`'s, its first layer
 /// pulled as untrusted input and stored.
-async fn fetch_oci(
-    ctx: &Context,
-    namespace: &str,
-    key: &str,
-    wanted: &Wanted,
-    secret: Option<&CredSecret>,
-    current: Option<&ArtifactRef>,
-) -> Result<Option<(String, String)>, Failure> {
+async fn fetch_oci(f: Fetching<'_>) -> Result<Option<(String, String)>, Failure> {
+    let Fetching {
+        ctx,
+        namespace,
+        key,
+        wanted,
+        secret,
+        current,
+    } = f;
     let repository = Repository::parse(&wanted.url)
         .map_err(|e| Failure::invalid(format!("spec.source.repoURL: {e}")))?;
     let (login, insecure) = match secret {

@@ -76,15 +76,7 @@ impl Deploy for Kustomization {
     }
 
     fn dependencies(&self) -> Vec<Dependency<'_>> {
-        self.spec
-            .depends_on
-            .iter()
-            .map(|d| Dependency {
-                kind: d.kind.as_deref().unwrap_or("Kustomization"),
-                name: &d.name,
-                namespace: d.namespace.as_deref(),
-            })
-            .collect()
+        Dependency::all(&self.spec.depends_on, "Kustomization")
     }
 
     /// `deletionPolicy`: `Delete` prunes, `Orphan` does not, `MirrorPrune` follows `prune`.
