@@ -109,17 +109,18 @@ struct Fetching<'a> {
     current: Option<&'a ArtifactRef>,
 }
 
+impl Fetching<'_> {
+    /// The stored artifact's revision and digest.
+    fn stored(&self) -> Option<(&str, &str)> {
+        self.current
+            .map(|a| (a.revision.as_str(), a.digest.as_str()))
+    }
+}
+
 /// Git: the remote's refs listed, and when `targetRevision` resolves to another revision
 /// than `current`'s, fetched and stored: `(revision, digest)`, or `None` when nothing moved.
 async fn fetch_git(f: Fetching<'_>) -> Result<Option<(String, String)>, Failure> {
-    let Fetching {
-        ctx,
-        namespace,
-        key,
-        wanted,
-        secret,
-        current,
-    } = f;
+    let (secret, wanted) = (f.secret, f.wanted);
     let auth = match secret {
         Some(s) => repocreds::auth(s)
             .map_err(|e| Failure::new(Reason::AuthenticationFailed, e.to_string()))?,
@@ -133,10 +134,10 @@ async fn fetch_git(f: Fetching<'_>) -> Result<Option<(String, String)>, Failure>
         )
     })?;
     let got = git(
-        ctx,
+        f.ctx,
         GitFetch {
-            namespace,
-            key: key.into(),
+            namespace: f.namespace,
+            key: f.key.into(),
             url: wanted.url.clone(),
             url_field: "spec.source.repoURL",
             refs: Refs::TargetRevision(wanted.target_revision.clone()),
@@ -147,7 +148,7 @@ async fn fetch_git(f: Fetching<'_>) -> Result<Option<(String, String)>, Failure>
             timeout: FETCH_TIMEOUT,
             ignore: None,
             verify: None,
-            current: current.map(|a| (a.revision.as_str(), a.digest.as_str())),
+            current: f.stored(),
         },
     )
     .await?;
@@ -158,27 +159,19 @@ async fn fetch_git(f: Fetching<'_>) -> Result<Option<(String, String)>, Failure>
 /// range over the tags) and, when it names another manifest than `current`'s, its first layer
 /// pulled as untrusted input and stored.
 async fn fetch_oci(f: Fetching<'_>) -> Result<Option<(String, String)>, Failure> {
-    let Fetching {
-        ctx,
-        namespace,
-        key,
-        wanted,
-        secret,
-        current,
-    } = f;
-    let repository = Repository::parse(&wanted.url)
+    let repository = Repository::parse(&f.wanted.url)
         .map_err(|e| Failure::invalid(format!("spec.source.repoURL: {e}")))?;
-    let (login, insecure) = match secret {
+    let (login, insecure) = match f.secret {
         Some(s) => repocreds::oci_access(s)
             .map_err(|e| Failure::new(Reason::AuthenticationFailed, e.to_string()))?,
         None => (None, false),
     };
-    let target = wanted.target_revision.trim();
+    let target = f.wanted.target_revision.trim();
     let got = oci(
-        ctx,
+        f.ctx,
         OciFetch {
-            namespace,
-            key: key.into(),
+            namespace: f.namespace,
+            key: f.key.into(),
             repository,
             reference: reference(target),
             reference_field: Some("spec.source.targetRevision"),
@@ -188,7 +181,7 @@ async fn fetch_oci(f: Fetching<'_>) -> Result<Option<(String, String)>, Failure>
             verify: None,
             media_type: None,
             operation: LayerOperation::Extract,
-            current: current.map(|a| (a.revision.as_str(), a.digest.as_str())),
+            current: f.stored(),
         },
     )
     .await?;
