@@ -8,6 +8,7 @@ pub mod appsource;
 pub mod artifacts;
 pub mod cli;
 pub mod clusters;
+pub mod daemon;
 pub mod drift;
 #[doc(hidden)]
 pub mod golden;

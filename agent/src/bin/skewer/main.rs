@@ -1,0 +1,507 @@
+//! `skewer`: the command line. `run` is the daemon; the other commands are in `cli/`.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use clap::Parser;
+use skewer_agent::cli::control;
+use skewer_agent::cli::term::{Ended, Exit, Paint, Progress, paint};
+use skewer_agent::cli::{bootstrap, push};
+use skewer_agent::view::named::ControlError;
+use skewer_agent::{clusters, manifests};
+use std::process::ExitCode;
+
+mod args;
+
+use args::*;
+use tracing_subscriber::EnvFilter;
+
+/// Prints `rows` as `output` asks; with `watch`, lists again every two seconds and prints the
+/// rows that changed, until interrupted.
+async fn print_rows<R, F, Fut>(
+    output: Output,
+    watch: bool,
+    table: impl Fn(&[R]) -> String,
+    mut list: F,
+) -> Result<()>
+where
+    R: serde::Serialize + Clone,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<R>>>,
+{
+    let mut rows = list().await?;
+    match output {
+        Output::Table => print!("{}", table(&rows)),
+        Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+        Output::Yaml => print!("{}", serde_saphyr::to_string(&rows)?),
+    }
+    if !watch {
+        return Ok(());
+    }
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = list().await?;
+        let changed = skewer_agent::view::table::changed(&rows, &now);
+        let picked: Vec<R> = changed
+            .iter()
+            .filter_map(|&i| now.get(i).cloned())
+            .collect();
+        if !picked.is_empty() {
+            match output {
+                Output::Table => table(&picked).lines().skip(1).for_each(|l| println!("{l}")),
+                Output::Json => println!("{}", serde_json::to_string_pretty(&picked)?),
+                Output::Yaml => print!("{}", serde_saphyr::to_string(&picked)?),
+            }
+        }
+        rows = now;
+    }
+}
+
+/// A client of the hub from KUBECONFIG (or in-cluster), for the commands that read it.
+async fn hub_client() -> Result<kube::Client> {
+    let config = kube::Config::infer()
+        .await
+        .context("reading the cluster configuration (KUBECONFIG or in-cluster)")?;
+    kube::Client::try_from(config).context("connecting to the hub")
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,kube=warn"));
+    let fmt = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Json => fmt.json().init(),
+        LogFormat::Text => fmt.init(),
+    }
+    // kube uses rustls with ring; install it as the process-wide provider explicitly.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    match dispatch(cli.command).await {
+        Ok(Exit::Ok) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code as u8),
+        Err(e) => {
+            let code = e.downcast_ref::<Ended>().map_or(Exit::Failed, |e| e.code);
+            let red = skewer_agent::cli::term::colour_on_stderr();
+            eprintln!("{} {e:#}", paint(red, Paint::Red, "error:"));
+            ExitCode::from(code as u8)
+        }
+    }
+}
+
+/// Runs one command; `Ok` carries the exit code of a command that worked but has something
+/// to say (`diff` found differences).
+async fn dispatch(command: Command) -> Result<Exit> {
+    match command {
+        Command::Run(args) => skewer_agent::daemon::run(args.into_daemon()).await?,
+        Command::Build {
+            path,
+            source_root,
+            kustomization,
+        } => {
+            let yaml = skewer_agent::cli::build::render(
+                &path,
+                source_root.as_deref(),
+                kustomization.as_deref(),
+            )?;
+            print!("{yaml}");
+        }
+        Command::Bootstrap {
+            how: BootstrapHow::Git(args),
+        } => {
+            let client = hub_client().await?;
+            let b = bootstrap_of(args)?;
+            let done = bootstrap::bootstrap(&client, &b).await?;
+            println!(
+                "skewer manages itself from {} ({}, {}) at {}",
+                b.url, b.branch, b.path, done.commit
+            );
+        }
+        Command::Install(image) => {
+            let client = hub_client().await?;
+            skewer_agent::cli::install::install(&client, &image.image()).await?;
+        }
+        Command::Uninstall { yes, prune_managed } => {
+            let client = hub_client().await?;
+            let u = skewer_agent::cli::install::Uninstall { yes, prune_managed };
+            for line in skewer_agent::cli::install::uninstall(&client, &u).await? {
+                println!("{line}");
+            }
+        }
+        Command::Diff {
+            path,
+            kustomization,
+            namespace,
+            source_root,
+        } => {
+            let client = hub_client().await?;
+            let (text, differs) = skewer_agent::cli::diff::run(
+                &client,
+                &path,
+                source_root.as_deref(),
+                &kustomization,
+                &namespace,
+                skewer_agent::cli::term::colour(),
+            )
+            .await?;
+            print!("{text}");
+            return Ok(if differs { Exit::Differs } else { Exit::Ok });
+        }
+        Command::Dev {
+            dir,
+            name,
+            namespace,
+            no_prune,
+            wait,
+            source_root,
+        } => {
+            let client = hub_client().await?;
+            let name = match name {
+                Some(n) => n,
+                None => dev_name(&dir)?,
+            };
+            let dev = skewer_agent::cli::dev::Dev {
+                dir,
+                source_root,
+                owner: skewer_appliers::transform::Owner { name, namespace },
+                prune: !no_prune,
+                wait,
+            };
+            skewer_agent::cli::dev::run_dev(client, dev).await?;
+        }
+        Command::Reconcile(args) | Command::Sync(args) => {
+            let client = hub_client().await?;
+            let t = &args.target;
+            let line = control::reconcile(
+                &client,
+                &t.namespace,
+                &t.target,
+                args.with_source,
+                args.wait,
+            )
+            .await
+            .map_err(ended)?;
+            println!("{line}");
+        }
+        Command::Suspend(t) => suspend(&t, true).await?,
+        Command::Resume(t) => suspend(&t, false).await?,
+        Command::Tree(t) => {
+            let client = hub_client().await?;
+            let root = skewer_agent::view::tree::tree(&client, &t.namespace, &t.target)
+                .await
+                .map_err(ended)?;
+            print!("{}", skewer_agent::view::tree::render(&root));
+        }
+        Command::Why {
+            target,
+            namespace,
+            output,
+        } => {
+            let client = hub_client().await?;
+            let answer = skewer_agent::view::why::why(&client, &namespace, &target)
+                .await
+                .map_err(ended)?;
+            match output {
+                Output::Table => print!("{}", skewer_agent::view::why::render(&answer)),
+                Output::Json => println!("{}", serde_json::to_string_pretty(&answer)?),
+                Output::Yaml => print!("{}", serde_saphyr::to_string(&answer)?),
+            }
+        }
+        Command::Events { only, list } => {
+            let client = hub_client().await?;
+            let namespace = (!list.all_namespaces).then_some(list.namespace.clone());
+            let all = list.all_namespaces;
+            print_rows(
+                list.output,
+                list.watch,
+                |rows| skewer_agent::view::events::table(rows, all, jiff::Timestamp::now()),
+                || async {
+                    Ok(skewer_agent::view::events::list(
+                        &client,
+                        namespace.as_deref(),
+                        only.as_ref(),
+                    )
+                    .await?)
+                },
+            )
+            .await?;
+        }
+        Command::Get { what } => get(what).await?,
+        Command::Completion { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "skewer", &mut std::io::stdout());
+        }
+        Command::Push {
+            what:
+                PushWhat::Artifact {
+                    address,
+                    path,
+                    source,
+                    revision,
+                    created,
+                    sign_key,
+                    registry,
+                },
+        } => {
+            let created = match created {
+                Some(c) => c,
+                None => created_default()?,
+            };
+            let progress = Progress::start(&format!("pushing {}", path.display()));
+            let digest = push::push(push::Push {
+                address: &address,
+                path: &path,
+                source: &source,
+                revision: &revision,
+                created: &created,
+                access: registry.access(&address)?,
+                sign_key: sign_key.as_deref(),
+            })
+            .await?;
+            progress.done(true, "pushed");
+            println!("{digest}");
+        }
+        Command::Pull {
+            what:
+                PullWhat::Artifact {
+                    address,
+                    output,
+                    verify_key,
+                    trusted_root,
+                    certificate_identity_regexp,
+                    certificate_oidc_issuer_regexp,
+                    registry,
+                },
+        } => {
+            let keyless = trusted_root.map(|root| {
+                let identity = (
+                    certificate_oidc_issuer_regexp.unwrap_or_default(),
+                    certificate_identity_regexp.unwrap_or_default(),
+                );
+                (root, identity)
+            });
+            let trust = push::trust(&verify_key, keyless)?;
+            let revision = push::pull(
+                &address,
+                output.as_deref(),
+                trust.as_ref(),
+                registry.access(&address)?,
+            )
+            .await?;
+            println!("{revision}");
+        }
+        Command::Sign {
+            address,
+            key,
+            registry,
+        } => {
+            let digest = push::sign(&address, &key, registry.access(&address)?).await?;
+            println!("{digest}");
+        }
+        Command::GenerateKeyPair { output_key_prefix } => {
+            push::generate_key_pair(&output_key_prefix)?;
+            eprintln!(
+                "wrote {} and {}",
+                output_key_prefix.with_extension("key").display(),
+                output_key_prefix.with_extension("pub").display()
+            );
+        }
+        Command::Manifests { out, image } => {
+            let files = manifests::files(&image)?;
+            match out {
+                Some(dir) => {
+                    std::fs::create_dir_all(&dir)
+                        .with_context(|| format!("creating {}", dir.display()))?;
+                    for (name, content) in files {
+                        let path = dir.join(name);
+                        std::fs::write(&path, content)
+                            .with_context(|| format!("writing {}", path.display()))?;
+                    }
+                }
+                None => files.iter().for_each(|(_, c)| print!("{c}")),
+            }
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+/// `skewer suspend` (`suspend: true`) and `skewer resume`.
+async fn suspend(t: &TargetArgs, suspend: bool) -> Result<()> {
+    let client = hub_client().await?;
+    let line = control::suspend(&client, &t.namespace, &t.target, suspend)
+        .await
+        .map_err(ended)?;
+    println!("{line}");
+    Ok(())
+}
+
+/// A control error as the error that ends the command with its exit code.
+fn ended(e: ControlError) -> anyhow::Error {
+    Ended::new(control::exit_of(&e), e.to_string()).into()
+}
+
+/// `dev-<the directory's name>`, as a Kubernetes name.
+fn dev_name(dir: &std::path::Path) -> Result<String> {
+    let full = dir
+        .canonicalize()
+        .with_context(|| format!("{} does not exist", dir.display()))?;
+    let base: String = full
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let name = format!("dev-{}", base.trim_matches('-'));
+    Ok(name
+        .chars()
+        .take(63)
+        .collect::<String>()
+        .trim_end_matches('-')
+        .to_string())
+}
+
+/// The bootstrap as asked on the command line; the password comes from the environment.
+fn bootstrap_of(args: BootstrapGit) -> Result<bootstrap::Bootstrap> {
+    let credentials = match (args.username, args.private_key_file, args.known_hosts_file) {
+        (Some(username), None, _) => {
+            let password = std::env::var("SKEWER_GIT_PASSWORD").map_err(|_| {
+                Ended::new(
+                    Exit::Usage,
+                    "--username needs the password or token in the environment variable SKEWER_GIT_PASSWORD",
+                )
+            })?;
+            bootstrap::Credentials::Basic { username, password }
+        }
+        (None, Some(private_key), Some(known_hosts)) => bootstrap::Credentials::Ssh {
+            private_key,
+            known_hosts,
+        },
+        _ => bootstrap::Credentials::None,
+    };
+    Ok(bootstrap::Bootstrap {
+        url: args.url,
+        branch: args.branch,
+        path: args
+            .path
+            .trim_matches('/')
+            .trim_start_matches("./")
+            .to_string(),
+        credentials,
+        ca_file: args.ca_file,
+        image: args.image.image(),
+        interval: args.interval,
+        author: (args.author_name, args.author_email),
+        timeout: args.timeout,
+    })
+}
+
+/// `skewer get …`.
+async fn get(what: Get) -> Result<()> {
+    use skewer_agent::view::{apps, table as get};
+    let client = hub_client().await?;
+    let (args, which) = match what {
+        Get::Kustomizations(a) => (a, Listed::Kustomizations),
+        Get::Sources(a) => (a, Listed::Sources),
+        Get::Receivers(a) => (a, Listed::Receivers),
+        Get::Applications(args) => {
+            let namespace = (!args.all_namespaces).then_some(args.namespace.clone());
+            let all = args.all_namespaces;
+            return print_rows(
+                args.output,
+                args.watch,
+                |rows| apps::table(rows, all),
+                || async { Ok(apps::list(&client, namespace.as_deref()).await?) },
+            )
+            .await;
+        }
+        Get::Clusters {
+            namespace,
+            all_namespaces,
+            output,
+        } => {
+            let config = kube::Config::infer()
+                .await
+                .context("reading the cluster configuration (KUBECONFIG or in-cluster)")?;
+            let server = config.cluster_url.to_string();
+            let namespace = (!all_namespaces).then_some(namespace);
+            return print_rows(output, false, clusters::list::table, || async {
+                Ok(clusters::list::list(
+                    &client,
+                    server.trim_end_matches('/'),
+                    namespace.as_deref(),
+                )
+                .await?)
+            })
+            .await;
+        }
+    };
+    let namespace = (!args.all_namespaces).then_some(args.namespace.clone());
+    let all = args.all_namespaces;
+    print_rows(
+        args.output,
+        args.watch,
+        |rows| get::table(rows, all, which == Listed::Sources),
+        || async {
+            let ns = namespace.as_deref();
+            Ok(match which {
+                Listed::Kustomizations => get::kustomizations(&client, ns).await,
+                Listed::Sources => get::sources(&client, ns).await,
+                Listed::Receivers => get::receivers(&client, ns).await,
+            }?)
+        },
+    )
+    .await
+}
+
+/// What `get` lists through [`get::table`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Listed {
+    Kustomizations,
+    Sources,
+    Receivers,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory as _;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn an_empty_namespace_is_refused_not_taken_for_all() {
+        let run = |ns: &str| Cli::try_parse_from(["skewer", "run", "--namespace", ns]);
+        let e = run("").err().expect("refused").to_string();
+        assert!(e.contains("an empty namespace"), "{e}");
+        assert!(run("Team_A").is_err());
+        assert!(run("team-a").is_ok());
+    }
+
+    /// What a newcomer reads first: `skewer --help`, and the help of the commands they run
+    /// on day one.
+    #[test]
+    fn help_reads_as_written() {
+        let mut cmd = Cli::command().term_width(100);
+        let mut text = cmd.render_long_help().to_string();
+        for path in [
+            &["bootstrap", "git"][..],
+            &["diff"],
+            &["reconcile"],
+            &["uninstall"],
+        ] {
+            let mut sub = &mut cmd;
+            for name in path {
+                sub = sub.find_subcommand_mut(name).expect("a subcommand");
+            }
+            text.push_str(&format!("\n===== skewer {} --help\n", path.join(" ")));
+            text.push_str(&sub.render_long_help().to_string());
+        }
+        skewer_agent::golden::golden("help.txt", &text);
+    }
+}

@@ -1,0 +1,194 @@
+//! `skewer run`: the daemon. Serves health and metrics, campaigns for the Lease, builds the
+//! [`Context`], serves artifacts, webhooks and the dashboard when asked, and runs every
+//! controller while it leads; a leader that loses the Lease stops writing and campaigns
+//! again.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+
+use crate::clusters::Registry;
+use crate::metrics::Metrics;
+use crate::runtime::Settings;
+use crate::runtime::context::Context;
+
+/// How the daemon runs: `skewer run`'s flags, parsed.
+pub struct Daemon {
+    /// Watch only this namespace (`None`: all).
+    pub namespace: Option<String>,
+    pub data_dir: PathBuf,
+    pub concurrency: usize,
+    pub max_concurrent_reconciles: u16,
+    pub full_sync_interval: Option<Duration>,
+    pub leader_elect: bool,
+    pub leader_election_namespace: Option<String>,
+    pub lease_duration: Duration,
+    pub allow_file_urls: bool,
+    pub default_service_account: Option<String>,
+    pub no_cross_namespace_refs: bool,
+    pub cross_namespace_receivers: bool,
+    pub watch_label_selector: Option<String>,
+    pub cluster_secret_namespace: Option<String>,
+    pub cluster_secrets_all_namespaces: bool,
+    pub storage_addr: Option<SocketAddr>,
+    pub storage_adv_addr: Option<String>,
+    pub webhook_addr: Option<SocketAddr>,
+    pub argocd_webhook_secret: Option<(String, String)>,
+    pub ui_addr: Option<SocketAddr>,
+    /// Dashboard readers authenticated by TokenReview and authorized per object.
+    pub ui_kubernetes: bool,
+    pub metrics_addr: SocketAddr,
+}
+
+pub async fn run(args: Daemon) -> Result<()> {
+    let config = kube::Config::infer()
+        .await
+        .context("reading the cluster configuration (KUBECONFIG or in-cluster)")?;
+    let client = kube::Client::try_from(config.clone()).context("connecting to the cluster")?;
+    let hub_server = config
+        .cluster_url
+        .to_string()
+        .trim_end_matches('/')
+        .to_string();
+    let namespace = args.namespace;
+    let metrics = std::sync::Arc::new(Metrics::default());
+    let ready = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let listener = tokio::net::TcpListener::bind(args.metrics_addr)
+        .await
+        .with_context(|| format!("listening on {} (--metrics-addr)", args.metrics_addr))?;
+    tokio::spawn(crate::http::serve_health(
+        listener,
+        metrics.clone(),
+        ready.clone(),
+    ));
+    client
+        .apiserver_version()
+        .await
+        .context("reaching the API server")?;
+    ready.store(true, std::sync::atomic::Ordering::Relaxed);
+    // Without election, leadership is never lost.
+    let campaign: Option<(kube::Api<k8s_openapi::api::coordination::v1::Lease>, String)> =
+        args.leader_elect.then(|| {
+            let lease_ns = args
+                .leader_election_namespace
+                .clone()
+                .or_else(|| namespace.clone())
+                .unwrap_or_else(|| "default".into());
+            let host = std::env::var("POD_NAME").or_else(|_| {
+                std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string())
+            });
+            let me = format!(
+                "{}-{}",
+                host.unwrap_or_else(|_| "skewer".into()),
+                std::process::id()
+            );
+            (kube::Api::namespaced(client.clone(), &lease_ns), me)
+        });
+    let mut lost = lead(campaign.as_ref(), args.lease_duration).await;
+    let settings = Settings {
+        concurrency: args.concurrency,
+        full_sync: args.full_sync_interval,
+        max_concurrent_reconciles: args.max_concurrent_reconciles,
+        data_dir: args.data_dir.clone(),
+        local_sources: args.allow_file_urls
+            || std::env::var_os("KUBERNETES_SERVICE_HOST").is_none(),
+        default_service_account: args.default_service_account,
+        cross_namespace_refs: !args.no_cross_namespace_refs,
+        cross_namespace_receivers: args.cross_namespace_receivers,
+        storage_url: args.storage_addr.map(|addr| {
+            let host = args
+                .storage_adv_addr
+                .clone()
+                .unwrap_or_else(|| addr.to_string());
+            format!("http://{host}")
+        }),
+    };
+    if let Some(selector) = args.watch_label_selector {
+        crate::runtime::watch::select(selector);
+    }
+    let secrets_ns = if args.cluster_secrets_all_namespaces {
+        None
+    } else {
+        Some(
+            args.cluster_secret_namespace
+                .or_else(|| namespace.clone())
+                .or_else(|| std::env::var("POD_NAMESPACE").ok())
+                .unwrap_or_else(|| "skewer-system".into()),
+        )
+    };
+    let registry = Registry::new(secrets_ns.as_deref());
+    registry.watch(&client, secrets_ns.as_deref());
+    let ctx = Context::new(config, client, registry, &args.data_dir, settings, metrics)
+        .await
+        .context("asking the API server its version")?;
+    if let Some(addr) = args.storage_addr {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("listening on {addr} (--storage-addr)"))?;
+        tokio::spawn(crate::storage::serve(
+            listener,
+            ctx.client.clone(),
+            ctx.store.clone(),
+        ));
+    }
+    if let Some(addr) = args.webhook_addr {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("listening on {addr} (--webhook-addr)"))?;
+        tracing::info!(%addr, "serving webhooks");
+        let argo = crate::webhook::ArgoEndpoint {
+            secret: args.argocd_webhook_secret.clone(),
+            scope: namespace.clone(),
+        };
+        tokio::spawn(crate::webhook::serve(listener, ctx.clone(), argo));
+    }
+    if let Some(addr) = args.ui_addr {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("listening on {addr} (--ui-addr)"))?;
+        let kubernetes = args.ui_kubernetes;
+        if !addr.ip().is_loopback() && !kubernetes {
+            tracing::warn!(%addr, "the dashboard is reachable beyond this machine without --ui-auth kubernetes: anyone who reaches it sees what skewer sees");
+        }
+        let clusters = crate::ui::Clusters {
+            hub_server: hub_server.clone(),
+            secrets_namespace: secrets_ns.clone(),
+        };
+        let ui = crate::ui::Ui::start(ctx.clone(), namespace.as_deref(), kubernetes, clusters);
+        tracing::info!(%addr, auth = kubernetes, "serving the dashboard");
+        tokio::spawn(crate::ui::serve(listener, ui));
+    }
+    tracing::info!(namespace = namespace.as_deref().unwrap_or("<all>"), data_dir = %args.data_dir.display(), "skewer running");
+    loop {
+        tokio::select! {
+            () = crate::reconcilers::run(ctx.clone(), namespace.clone()) => return Ok(()),
+            // A leader that can no longer renew must stop writing at once: its controllers
+            // and drift watches stop (dropped here), what it fetched and learnt stays (sources,
+            // clients, the drift and ownership tables), and it campaigns again. An API server
+            // that was away is no reason to exit.
+            reason = &mut lost => {
+                tracing::warn!(%reason, "no longer the leader: stopped writing; campaigning again");
+                ctx.targets.retire_all();
+                lost = lead(campaign.as_ref(), args.lease_duration).await;
+            }
+        }
+    }
+}
+
+/// Once this process leads (at once without election, `campaign` `None`): the future that
+/// ends when it no longer does.
+type Lost = std::pin::Pin<Box<dyn std::future::Future<Output = crate::leader::Lost> + Send>>;
+
+async fn lead(
+    campaign: Option<&(kube::Api<k8s_openapi::api::coordination::v1::Lease>, String)>,
+    duration: Duration,
+) -> Lost {
+    match campaign {
+        Some((api, me)) => Box::pin(
+            crate::leader::lead(api.clone(), "skewer-leader".into(), me.clone(), duration).await,
+        ),
+        None => Box::pin(std::future::pending()),
+    }
+}
