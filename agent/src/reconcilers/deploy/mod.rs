@@ -8,6 +8,8 @@
 
 pub mod hooks;
 pub mod own_source;
+#[cfg(test)]
+mod tests;
 pub(crate) mod triggers;
 
 use std::future::Future;
