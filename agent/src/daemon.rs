@@ -156,7 +156,14 @@ pub async fn run(args: Daemon) -> Result<()> {
             hub_server: hub_server.clone(),
             secrets_namespace: secrets_ns.clone(),
         };
-        let ui = crate::ui::Ui::start(ctx.clone(), namespace.as_deref(), kubernetes, clusters);
+        let differ = std::sync::Arc::new(AppDiffs(ctx.clone()));
+        let ui = crate::ui::Ui::start(
+            ctx.client.clone(),
+            differ,
+            namespace.as_deref(),
+            kubernetes,
+            clusters,
+        );
         tracing::info!(%addr, auth = kubernetes, "serving the dashboard");
         tokio::spawn(crate::ui::serve(listener, ui));
     }
@@ -190,5 +197,19 @@ async fn lead(
             crate::leader::lead(api.clone(), "skewer-leader".into(), me.clone(), duration).await,
         ),
         None => Box::pin(std::future::pending()),
+    }
+}
+
+/// The dashboard's Out of Sync diffs, through the deploy path.
+struct AppDiffs(std::sync::Arc<Context>);
+
+impl crate::ui::Differ for AppDiffs {
+    fn diff<'a>(
+        &'a self,
+        app: &'a crate::api::Application,
+        only: &'a [String],
+    ) -> futures::future::BoxFuture<'a, Result<Vec<skewer_appliers::compare::Differs>, String>>
+    {
+        Box::pin(crate::reconcilers::application::diff(&self.0, app, only))
     }
 }

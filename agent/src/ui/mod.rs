@@ -14,6 +14,7 @@
 //! and Events and conditions are already free of values.
 
 pub mod auth;
+mod detail;
 pub mod list;
 
 use std::net::{IpAddr, SocketAddr};
@@ -21,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -33,18 +34,29 @@ use serde::Serialize;
 use tokio::sync::broadcast;
 
 use crate::api::{Application, GitRepository, Kustomization, OCIRepository};
-use crate::api::{COMMIT_AUTHOR, COMMIT_MESSAGE};
-use crate::view::named::{Kind, Named};
 use auth::{Authorizer, Viewer};
+use detail::object_page;
 
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/app.js");
 const STYLE: &str = include_str!("assets/app.css");
 
+/// How the objects of an Application named in `only` (display names) differ between its
+/// source and its cluster, field by field, with nothing written. The daemon provides it (the
+/// deploy path knows an Application's source and target); the dashboard only asks.
+pub trait Differ: Send + Sync {
+    fn diff<'a>(
+        &'a self,
+        app: &'a Application,
+        only: &'a [String],
+    ) -> futures::future::BoxFuture<'a, Result<Vec<skewer_appliers::compare::Differs>, String>>;
+}
+
 /// What the dashboard serves from.
 pub struct Ui {
-    ctx: Arc<crate::runtime::context::Context>,
     client: Client,
+    /// How an Application's objects differ from its source, field by field.
+    differ: Arc<dyn Differ>,
     /// Discovery, for the resource names of objects in authorization checks.
     resources: skewer_appliers::resources::Resources,
     ks: Store<Kustomization>,
@@ -120,12 +132,12 @@ fn unchanged<K>(_: &mut K) {}
 impl Ui {
     /// Starts the reflectors (of `namespace`, or every namespace).
     pub fn start(
-        ctx: Arc<crate::runtime::context::Context>,
+        client: Client,
+        differ: Arc<dyn Differ>,
         namespace: Option<&str>,
         kubernetes_auth: bool,
         clusters: Clusters,
     ) -> Arc<Self> {
-        let client = ctx.client.clone();
         let (changed, _) = broadcast::channel(1024);
         let (c, ns) = (&client, namespace);
         Arc::new(Self {
@@ -146,7 +158,7 @@ impl Ui {
             resources: skewer_appliers::resources::Resources::new(client.clone()),
             client,
             clusters,
-            ctx,
+            differ,
         })
     }
 }
@@ -186,14 +198,14 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
-fn json<T: Serialize>(value: &T) -> Response {
+pub(super) fn json<T: Serialize>(value: &T) -> Response {
     match serde_json::to_vec(value) {
         Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
 }
 
-fn refuse(status: StatusCode, message: &str) -> Response {
+pub(super) fn refuse(status: StatusCode, message: &str) -> Response {
     (
         status,
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
@@ -222,7 +234,11 @@ fn token(headers: &HeaderMap) -> Option<String> {
 }
 
 /// Who is asking; a response to send instead when nobody (or nobody known) is.
-async fn viewer(ui: &Ui, headers: &HeaderMap, client: IpAddr) -> Result<Viewer, Response> {
+pub(super) async fn viewer(
+    ui: &Ui,
+    headers: &HeaderMap,
+    client: IpAddr,
+) -> Result<Viewer, Response> {
     let Some(authorizer) = &ui.auth else {
         return Ok(Viewer::Anyone);
     };
@@ -248,7 +264,13 @@ async fn viewer(ui: &Ui, headers: &HeaderMap, client: IpAddr) -> Result<Viewer, 
     }
 }
 
-async fn may_get(ui: &Ui, viewer: &Viewer, group: &str, resource: &str, namespace: &str) -> bool {
+pub(super) async fn may_get(
+    ui: &Ui,
+    viewer: &Viewer,
+    group: &str,
+    resource: &str,
+    namespace: &str,
+) -> bool {
     match &ui.auth {
         None => true,
         Some(a) => a
@@ -261,7 +283,7 @@ async fn may_get(ui: &Ui, viewer: &Viewer, group: &str, resource: &str, namespac
     }
 }
 
-fn plural(kind: &str) -> &'static str {
+pub(super) fn plural(kind: &str) -> &'static str {
     match kind {
         "Kustomization" => "kustomizations",
         "Application" => "applications",
@@ -331,274 +353,6 @@ async fn clusters_page(
             &skewer_appliers::apply::api_message(&e),
         ),
     }
-}
-
-/// One object's page: its row, conditions, tree (Kustomizations, Applications), Events.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Detail {
-    item: list::Item,
-    conditions: Vec<crate::api::Condition>,
-    /// Sources: the artifact (revision, digest, metadata such as the commit's author).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    artifact: Option<crate::api::ArtifactStatus>,
-    /// Kustomizations: `spec.sourceRef`; Applications: the repository URL.
-    source: String,
-    /// The applied commit's author and message, when its source recorded them.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    commit: Option<String>,
-    /// Applications: the last sync operation (phase, message, when it finished).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    last_sync: Option<String>,
-    last_applied_revision: String,
-    last_attempted_revision: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tree: Option<crate::view::tree::Node>,
-    /// Applications: the objects Out of Sync, each with how it differs (a dry run on its
-    /// cluster, field by field, Secret values masked).
-    out_of_sync: Vec<OutOfSync>,
-    events: Vec<crate::view::events::EventRow>,
-}
-
-#[derive(Serialize)]
-struct OutOfSync {
-    object: String,
-    /// `None` when it could not be worked out (the message says why) or may not be shown.
-    diff: Option<String>,
-}
-
-fn kind_of(word: &str) -> Option<Kind> {
-    match word {
-        "Kustomization" => Some(Kind::Kustomization),
-        "Application" => Some(Kind::Application),
-        "GitRepository" => Some(Kind::GitRepository),
-        "OCIRepository" => Some(Kind::OCIRepository),
-        _ => None,
-    }
-}
-
-async fn object_page(
-    State(ui): State<Arc<Ui>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    Path((kind, namespace, name)): Path<(String, String, String)>,
-) -> Response {
-    let who = match viewer(&ui, &headers, peer.ip()).await {
-        Ok(v) => v,
-        Err(r) => return r,
-    };
-    let Some(k) = kind_of(&kind) else {
-        return refuse(StatusCode::NOT_FOUND, "no such kind");
-    };
-    if !may_get(&ui, &who, crate::api::GROUP, plural(&kind), &namespace).await {
-        return refuse(StatusCode::NOT_FOUND, "no such object");
-    }
-    let now = jiff::Timestamp::now();
-    fn key<K: Resource<DynamicType = ()>>(name: &str, ns: &str) -> reflector::ObjectRef<K> {
-        reflector::ObjectRef::new(name).within(ns)
-    }
-    let found = match k {
-        Kind::Kustomization => ui.ks.get(&key(&name, &namespace)).map(|o| {
-            let st = o.status.clone().unwrap_or_default();
-            let src = &o.spec.source_ref;
-            let src_ns = src.namespace.clone().unwrap_or(namespace.clone());
-            // The applied commit's author and message, recorded by its GitRepository.
-            let commit = (src.kind == "GitRepository")
-                .then(|| ui.git.get(&key(&src.name, &src_ns)))
-                .flatten()
-                .and_then(|g| g.status.clone())
-                .and_then(|s| s.artifact)
-                .filter(|a| Some(&a.revision) == st.last_applied_revision.as_ref())
-                .and_then(|a| {
-                    let author = a.metadata.get(COMMIT_AUTHOR)?.clone();
-                    let message = a.metadata.get(COMMIT_MESSAGE).cloned().unwrap_or_default();
-                    Some(format!(
-                        "{author}: {}",
-                        message.lines().next().unwrap_or_default()
-                    ))
-                });
-            Detail {
-                commit,
-                last_sync: None,
-                item: list::kustomization(&o, now),
-                conditions: st.conditions,
-                artifact: None,
-                source: format!(
-                    "{}/{}/{}",
-                    src.kind,
-                    src.namespace.clone().unwrap_or(namespace.clone()),
-                    src.name
-                ),
-                last_applied_revision: st.last_applied_revision.unwrap_or_default(),
-                last_attempted_revision: st.last_attempted_revision.unwrap_or_default(),
-                tree: None,
-                out_of_sync: Vec::new(),
-                events: Vec::new(),
-            }
-        }),
-        // The reflector's copy is lightened: its page reads the Application live.
-        Kind::Application => live_application(&ui, &namespace, &name).await.map(|o| {
-            let st = o.status.clone().unwrap_or_default();
-            let out_of_sync = st
-                .resources
-                .iter()
-                .filter(|r| r.status == "OutOfSync")
-                .map(|r| OutOfSync {
-                    object: skewer_appliers::object::display_name(&r.kind, &r.namespace, &r.name),
-                    diff: None,
-                })
-                .collect();
-            let last_sync = st.operation_state.as_ref().map(|op| {
-                let when = op.finished_at.as_deref().unwrap_or(op.started_at.as_str());
-                format!("{} at {when}: {}", op.phase, op.message)
-            });
-            Detail {
-                commit: None,
-                last_sync,
-                item: list::application(&o, now),
-                conditions: st.conditions.clone(),
-                artifact: None,
-                source: o
-                    .spec
-                    .source
-                    .as_ref()
-                    .map(|s| s.repo_url.clone())
-                    .unwrap_or_default(),
-                last_applied_revision: st
-                    .sync
-                    .as_ref()
-                    .and_then(|s| s.revision.clone())
-                    .unwrap_or_default(),
-                last_attempted_revision: String::new(),
-                tree: None,
-                out_of_sync,
-                events: Vec::new(),
-            }
-        }),
-        Kind::GitRepository => ui
-            .git
-            .get(&key(&name, &namespace))
-            .map(|o| source_detail(list::git(&o, now), o.spec.url.clone(), o.status.clone())),
-        Kind::OCIRepository => ui
-            .oci
-            .get(&key(&name, &namespace))
-            .map(|o| source_detail(list::oci(&o, now), o.spec.url.clone(), o.status.clone())),
-        Kind::Receiver => None,
-    };
-    let Some(mut detail) = found else {
-        return refuse(StatusCode::NOT_FOUND, "no such object");
-    };
-    let named = Named {
-        kind: k,
-        name: name.clone(),
-    };
-    if matches!(k, Kind::Kustomization | Kind::Application) {
-        match crate::view::tree::tree(&ui.client, &namespace, &named).await {
-            Ok(mut tree) => {
-                if ui.auth.is_some() {
-                    prune_unseen(&ui, &who, &mut tree.children).await;
-                }
-                detail.tree = Some(tree);
-            }
-            Err(e) => tracing::debug!(error = %e, "dashboard: tree"),
-        }
-    }
-    if k == Kind::Application && !detail.out_of_sync.is_empty() {
-        out_of_sync_diffs(&ui, &who, &namespace, &name, &mut detail.out_of_sync).await;
-    }
-    if may_get(&ui, &who, "events.k8s.io", "events", &namespace).await {
-        detail.events = crate::view::events::list(&ui.client, Some(&namespace), Some(&named))
-            .await
-            .unwrap_or_default();
-    }
-    json(&detail)
-}
-
-fn source_detail(
-    item: list::Item,
-    url: String,
-    status: Option<crate::api::SourceStatus>,
-) -> Detail {
-    let st = status.unwrap_or_default();
-    Detail {
-        item,
-        conditions: st.conditions,
-        last_applied_revision: st
-            .artifact
-            .as_ref()
-            .map(|a| a.revision.clone())
-            .unwrap_or_default(),
-        artifact: st.artifact,
-        source: url,
-        commit: None,
-        last_sync: None,
-        last_attempted_revision: String::new(),
-        tree: None,
-        out_of_sync: Vec::new(),
-        events: Vec::new(),
-    }
-}
-
-/// An Application as the API server has it now (the reflector's copy is lightened).
-async fn live_application(ui: &Ui, namespace: &str, name: &str) -> Option<Arc<Application>> {
-    let api: Api<Application> = Api::namespaced(ui.client.clone(), namespace);
-    api.get_opt(name).await.ok().flatten().map(Arc::new)
-}
-
-/// Fills in how each Out of Sync object differs, for objects the viewer may `get`.
-async fn out_of_sync_diffs(
-    ui: &Ui,
-    who: &Viewer,
-    namespace: &str,
-    name: &str,
-    items: &mut [OutOfSync],
-) {
-    let Some(app) = live_application(ui, namespace, name).await else {
-        return;
-    };
-    let statuses = app.status.clone().unwrap_or_default().resources;
-    let mut visible = Vec::new();
-    for r in &statuses {
-        let display = skewer_appliers::object::display_name(&r.kind, &r.namespace, &r.name);
-        if !items.iter().any(|i| i.object == display) {
-            continue;
-        }
-        let api_version = if r.group.is_empty() {
-            r.version.clone()
-        } else {
-            format!("{}/{}", r.group, r.version)
-        };
-        let resource = match ui.resources.resolve(&api_version, &r.kind, &[]).await {
-            Ok(res) => res.resource.plural,
-            Err(_) => continue,
-        };
-        if may_get(ui, who, &r.group, &resource, &r.namespace).await {
-            visible.push(display);
-        }
-    }
-    match crate::reconcilers::application::diff(&ui.ctx, &app, &visible).await {
-        Ok(diffs) => {
-            for d in diffs {
-                if let Some(i) = items.iter_mut().find(|i| i.object == d.object) {
-                    i.diff = Some(skewer_appliers::diff::render(&d.object, &d.diff));
-                }
-            }
-        }
-        Err(e) => tracing::debug!(error = %e, "dashboard: Out of Sync diff"),
-    }
-}
-
-/// Removes from a tree the objects the viewer may not `get` (and what hangs under them).
-async fn prune_unseen(ui: &Ui, who: &Viewer, nodes: &mut Vec<crate::view::tree::Node>) {
-    let mut kept = Vec::with_capacity(nodes.len());
-    for mut n in std::mem::take(nodes) {
-        if n.resource.is_empty() || !may_get(ui, who, &n.group, &n.resource, &n.namespace).await {
-            continue;
-        }
-        Box::pin(prune_unseen(ui, who, &mut n.children)).await;
-        kept.push(n);
-    }
-    *nodes = kept;
 }
 
 /// `changed` whenever a watched object changes, coalesced over 100 ms.
