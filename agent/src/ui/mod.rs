@@ -16,17 +16,18 @@
 pub mod auth;
 mod detail;
 pub mod list;
+mod server;
+
+pub use server::serve;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use futures::{Stream, StreamExt as _};
 use kube::runtime::reflector::{self, Store};
 use kube::{Api, Client, Resource};
@@ -35,11 +36,10 @@ use tokio::sync::broadcast;
 
 use crate::api::{Application, GitRepository, Kustomization, OCIRepository};
 use auth::{Authorizer, Viewer};
-use detail::object_page;
 
-const INDEX: &str = include_str!("assets/index.html");
-const SCRIPT: &str = include_str!("assets/app.js");
-const STYLE: &str = include_str!("assets/app.css");
+pub(super) const INDEX: &str = include_str!("assets/index.html");
+pub(super) const SCRIPT: &str = include_str!("assets/app.js");
+pub(super) const STYLE: &str = include_str!("assets/app.css");
 
 /// How the objects of an Application named in `only` (display names) differ between its
 /// source and its cluster, field by field, with nothing written. The daemon provides it (the
@@ -163,30 +163,7 @@ impl Ui {
     }
 }
 
-/// Serves the dashboard on `listener`.
-pub async fn serve(listener: tokio::net::TcpListener, ui: Arc<Ui>) -> std::io::Result<()> {
-    let app = Router::new()
-        .route(
-            "/",
-            get(|| async { asset("text/html; charset=utf-8", INDEX) }),
-        )
-        .route(
-            "/app.js",
-            get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }),
-        )
-        .route(
-            "/app.css",
-            get(|| async { asset("text/css; charset=utf-8", STYLE) }),
-        )
-        .route("/api/list", get(list_page))
-        .route("/api/object/{kind}/{namespace}/{name}", get(object_page))
-        .route("/api/clusters", get(clusters_page))
-        .route("/api/stream", get(stream))
-        .with_state(ui);
-    crate::http::serve(listener, app, crate::http::Limits::default()).await
-}
-
-fn asset(content_type: &'static str, body: &'static str) -> Response {
+pub(super) fn asset(content_type: &'static str, body: &'static str) -> Response {
     (
         [
             (header::CONTENT_TYPE, content_type),
@@ -292,7 +269,7 @@ pub(super) fn plural(kind: &str) -> &'static str {
     }
 }
 
-async fn list_page(
+pub(super) async fn list_page(
     State(ui): State<Arc<Ui>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
@@ -332,7 +309,7 @@ async fn list_page(
 }
 
 /// The hub and every registered cluster: server, version and reachability probed live.
-async fn clusters_page(
+pub(super) async fn clusters_page(
     State(ui): State<Arc<Ui>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
@@ -356,7 +333,7 @@ async fn clusters_page(
 }
 
 /// `changed` whenever a watched object changes, coalesced over 100 ms.
-async fn stream(
+pub(super) async fn stream(
     State(ui): State<Arc<Ui>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
