@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod ownership;
 pub mod reconcilers;
 pub mod runtime;
+pub mod spec;
 pub mod storage;
 pub mod targets;
 pub mod ui;

@@ -14,7 +14,7 @@ use skewer_appliers::sync::preview;
 use skewer_appliers::transform::Transform;
 
 use crate::api::Kustomization;
-use crate::reconcilers::kustomization::request;
+use crate::spec;
 
 /// Renders PATH; returns the YAML.
 pub fn render(
@@ -88,9 +88,9 @@ pub fn manifests(
     let local = Local::read(path, source_root)?;
     let (patches, transform, owner) = match ks {
         Some(ks) => (
-            request::patches(ks),
-            request::transform(ks),
-            Some(request::owner(ks)),
+            spec::patches(ks),
+            spec::transform(ks),
+            Some(spec::owner(ks)),
         ),
         None => (Vec::new(), Transform::default(), None),
     };

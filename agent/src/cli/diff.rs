@@ -14,7 +14,7 @@ use skewer_appliers::diff::{ObjectDiff, render};
 
 use crate::api::FIELD_MANAGER;
 use crate::api::Kustomization;
-use crate::reconcilers::kustomization::request;
+use crate::spec;
 
 /// `skewer diff`: the report's text and whether anything differs.
 pub async fn run(
@@ -38,7 +38,7 @@ pub async fn run(
     let applier = Applier::new(client.clone())
         .await
         .context("asking the API server its version")?;
-    let opts = ApplyOptions::new(FIELD_MANAGER, request::owner(&ks), request::transform(&ks));
+    let opts = ApplyOptions::new(FIELD_MANAGER, spec::owner(&ks), spec::transform(&ks));
     let previous =
         crate::inventory::from_status(ks.status.as_ref().and_then(|s| s.inventory.as_ref()));
     let diffs = compare(

@@ -216,13 +216,7 @@ pub fn owner_of<D: Deploy>(obj: &D) -> String {
     .to_string()
 }
 
-/// Whose labels the objects it applies carry.
-pub fn labels_owner<D: Deploy>(obj: &D) -> Owner {
-    Owner {
-        name: obj.name_any(),
-        namespace: obj.namespace().unwrap_or_default(),
-    }
-}
+pub use crate::spec::owner as labels_owner;
 
 /// The cluster of a destination, from the registrations listed so far; `None` for a server
 /// no registration names yet.

@@ -8,10 +8,8 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::api::PropagationPolicy;
 use skewer_appliers::load::SourceFile;
-use skewer_appliers::patch::{PatchSpec, Selector};
 use skewer_appliers::scope::Scope;
 use skewer_appliers::sync::{HealthChecks, SyncError, SyncRequest};
-use skewer_appliers::transform::{Owner, Transform};
 use skewer_appliers::{Inventory, ObjectId};
 use tokio::time::Instant;
 
@@ -19,6 +17,7 @@ use crate::api::Kustomization;
 use crate::api::duration;
 use crate::reconcilers::deploy::{apply_options, identity};
 use crate::runtime::{Failure, Reason, Schedule, Settings};
+pub use crate::spec::{owner, patches, transform};
 use crate::targets::{ClusterRef, TargetKey};
 
 /// When to reconcile again, and the bound on one reconcile; each duration's error names
@@ -103,14 +102,6 @@ pub fn references(ks: &Kustomization, settings: &Settings) -> Result<(), Failure
     Ok(())
 }
 
-/// Whose labels the applied objects carry.
-pub fn owner(ks: &Kustomization) -> Owner {
-    Owner {
-        name: ks.name_any(),
-        namespace: ks.namespace().unwrap_or_default(),
-    }
-}
-
 /// The directory of the source `spec.path` names, folded (`./apps/` is `apps`); one that
 /// leads outside the source is refused.
 pub fn path(ks: &Kustomization) -> Result<String, Failure> {
@@ -141,38 +132,6 @@ pub fn build(
         previous,
         scope,
     }
-}
-
-/// What `ks` adds to every object: `targetNamespace` and `commonMetadata`.
-pub fn transform(ks: &Kustomization) -> Transform {
-    let metadata = ks.spec.common_metadata.clone().unwrap_or_default();
-    Transform {
-        target_namespace: ks.spec.target_namespace.clone(),
-        default_namespace: None,
-        labels: metadata.labels,
-        annotations: metadata.annotations,
-    }
-}
-
-/// The patches of `ks`, as the pipeline applies them.
-pub fn patches(ks: &Kustomization) -> Vec<PatchSpec> {
-    ks.spec
-        .patches
-        .iter()
-        .map(|p| PatchSpec {
-            patch: p.patch.clone(),
-            target: p.target.as_ref().map(|t| Selector {
-                group: t.group.clone(),
-                version: t.version.clone(),
-                kind: t.kind.clone(),
-                name: t.name.clone(),
-                namespace: t.namespace.clone(),
-                label_selector: t.label_selector.clone(),
-                annotation_selector: t.annotation_selector.clone(),
-            }),
-            allow_name_change: false,
-        })
-        .collect()
 }
 
 /// Every applied object with `wait`, else the `healthChecks` (namespace defaulting to the
