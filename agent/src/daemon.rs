@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 
-use crate::clusters::Registry;
-use crate::metrics::Metrics;
-use crate::runtime::Settings;
-use crate::runtime::context::Context;
+use skewer_controller::clusters::Registry;
+use skewer_controller::metrics::Metrics;
+use skewer_controller::runtime::Settings;
+use skewer_controller::runtime::context::Context;
 
 /// How the daemon runs: `skewer run`'s flags, parsed.
 pub struct Daemon {
@@ -58,7 +58,7 @@ pub async fn run(args: Daemon) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)
         .await
         .with_context(|| format!("listening on {} (--metrics-addr)", args.metrics_addr))?;
-    tokio::spawn(crate::http::serve_health(
+    tokio::spawn(skewer_controller::http::serve_health(
         listener,
         metrics.clone(),
         ready.clone(),
@@ -106,7 +106,7 @@ pub async fn run(args: Daemon) -> Result<()> {
         }),
     };
     if let Some(selector) = args.watch_label_selector {
-        crate::runtime::watch::select(selector);
+        skewer_api::watch::select(selector);
     }
     let secrets_ns = if args.cluster_secrets_all_namespaces {
         None
@@ -127,7 +127,7 @@ pub async fn run(args: Daemon) -> Result<()> {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("listening on {addr} (--storage-addr)"))?;
-        tokio::spawn(crate::storage::serve(
+        tokio::spawn(skewer_controller::storage::serve(
             listener,
             ctx.client.clone(),
             ctx.store.clone(),
@@ -138,11 +138,15 @@ pub async fn run(args: Daemon) -> Result<()> {
             .await
             .with_context(|| format!("listening on {addr} (--webhook-addr)"))?;
         tracing::info!(%addr, "serving webhooks");
-        let argo = crate::webhook::ArgoEndpoint {
+        let argo = skewer_controller::webhook::ArgoEndpoint {
             secret: args.argocd_webhook_secret.clone(),
             scope: namespace.clone(),
         };
-        tokio::spawn(crate::webhook::serve(listener, ctx.clone(), argo));
+        tokio::spawn(skewer_controller::webhook::serve(
+            listener,
+            ctx.clone(),
+            argo,
+        ));
     }
     if let Some(addr) = args.ui_addr {
         let listener = tokio::net::TcpListener::bind(addr)
@@ -152,12 +156,13 @@ pub async fn run(args: Daemon) -> Result<()> {
         if !addr.ip().is_loopback() && !kubernetes {
             tracing::warn!(%addr, "the dashboard is reachable beyond this machine without --ui-auth kubernetes: anyone who reaches it sees what skewer sees");
         }
-        let clusters = crate::ui::Clusters {
+        let clusters = std::sync::Arc::new(Probes {
+            client: ctx.client.clone(),
             hub_server: hub_server.clone(),
             secrets_namespace: secrets_ns.clone(),
-        };
+        });
         let differ = std::sync::Arc::new(AppDiffs(ctx.clone()));
-        let ui = crate::ui::Ui::start(
+        let ui = skewer_ui::Ui::start(
             ctx.client.clone(),
             differ,
             namespace.as_deref(),
@@ -165,12 +170,17 @@ pub async fn run(args: Daemon) -> Result<()> {
             clusters,
         );
         tracing::info!(%addr, auth = kubernetes, "serving the dashboard");
-        tokio::spawn(crate::ui::serve(listener, ui));
+        let dashboard = skewer_ui::router(ui);
+        tokio::spawn(skewer_controller::http::serve(
+            listener,
+            dashboard,
+            skewer_controller::http::Limits::default(),
+        ));
     }
     tracing::info!(namespace = namespace.as_deref().unwrap_or("<all>"), data_dir = %args.data_dir.display(), "skewer running");
     loop {
         tokio::select! {
-            () = crate::reconcilers::run(ctx.clone(), namespace.clone()) => return Ok(()),
+            () = skewer_controller::reconcilers::run(ctx.clone(), namespace.clone()) => return Ok(()),
             // A leader that can no longer renew must stop writing at once: its controllers
             // and drift watches stop (dropped here), what it fetched and learnt stays (sources,
             // clients, the drift and ownership tables), and it campaigns again. An API server
@@ -186,7 +196,8 @@ pub async fn run(args: Daemon) -> Result<()> {
 
 /// Once this process leads (at once without election, `campaign` `None`): the future that
 /// ends when it no longer does.
-type Lost = std::pin::Pin<Box<dyn std::future::Future<Output = crate::leader::Lost> + Send>>;
+type Lost =
+    std::pin::Pin<Box<dyn std::future::Future<Output = skewer_controller::leader::Lost> + Send>>;
 
 async fn lead(
     campaign: Option<&(kube::Api<k8s_openapi::api::coordination::v1::Lease>, String)>,
@@ -194,7 +205,13 @@ async fn lead(
 ) -> Lost {
     match campaign {
         Some((api, me)) => Box::pin(
-            crate::leader::lead(api.clone(), "skewer-leader".into(), me.clone(), duration).await,
+            skewer_controller::leader::lead(
+                api.clone(),
+                "skewer-leader".into(),
+                me.clone(),
+                duration,
+            )
+            .await,
         ),
         None => Box::pin(std::future::pending()),
     }
@@ -203,13 +220,43 @@ async fn lead(
 /// The dashboard's Out of Sync diffs, through the deploy path.
 struct AppDiffs(std::sync::Arc<Context>);
 
-impl crate::ui::Differ for AppDiffs {
+impl skewer_ui::Differ for AppDiffs {
     fn diff<'a>(
         &'a self,
-        app: &'a crate::api::Application,
+        app: &'a skewer_api::Application,
         only: &'a [String],
     ) -> futures::future::BoxFuture<'a, Result<Vec<skewer_appliers::compare::Differs>, String>>
     {
-        Box::pin(crate::reconcilers::application::diff(&self.0, app, only))
+        Box::pin(skewer_controller::reconcilers::application::diff(
+            &self.0, app, only,
+        ))
+    }
+}
+
+/// The dashboard's clusters page: the registered clusters, probed live.
+struct Probes {
+    client: kube::Client,
+    hub_server: String,
+    secrets_namespace: Option<String>,
+}
+
+impl skewer_ui::Clusters for Probes {
+    fn secrets_namespace(&self) -> Option<&str> {
+        self.secrets_namespace.as_deref()
+    }
+
+    fn list(
+        &self,
+    ) -> futures::future::BoxFuture<'_, Result<Vec<skewer_view::clusters::ClusterRow>, String>>
+    {
+        Box::pin(async move {
+            skewer_controller::clusters::list::list(
+                &self.client,
+                &self.hub_server,
+                self.secrets_namespace.as_deref(),
+            )
+            .await
+            .map_err(|e| skewer_appliers::apply::api_message(&e))
+        })
     }
 }

@@ -1,6 +1,8 @@
-//! No import circle among the agent's files: every `crate::…` and `super::…` path in a file
-//! (tests aside) is resolved to the file that defines it, and the graph of files must have no
-//! cycle. A circle is what lets the lowest layer (the runtime) depend on what depends on it.
+//! The agent's layers. Between crates: each crate depends only on the crates below it (the
+//! compiler keeps that; this test keeps the order from being rearranged). Within a crate: no
+//! import circle among its files: every `crate::…` and `super::…` path in a file (tests
+//! aside) is resolved to the file that defines it, and the graph of files must have no cycle.
+//! A circle is what lets the lowest layer (the runtime) depend on what depends on it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -99,9 +101,117 @@ fn named_paths(text: &str, me: &[String]) -> Vec<Vec<String>> {
     out
 }
 
+/// The agent's crates, bottom first, with the skewer crates each may depend on.
+const LAYERS: &[(&str, &str, &[&str])] = &[
+    ("api", "skewer-api", &["skewer-appliers"]),
+    ("view", "skewer-view", &["skewer-api", "skewer-appliers"]),
+    (
+        "controller",
+        "skewer-controller",
+        &[
+            "skewer-api",
+            "skewer-view",
+            "skewer-sources",
+            "skewer-appliers",
+        ],
+    ),
+    (
+        "cli",
+        "skewer-cli",
+        &[
+            "skewer-api",
+            "skewer-view",
+            "skewer-sources",
+            "skewer-appliers",
+        ],
+    ),
+    (
+        "ui",
+        "skewer-ui",
+        &["skewer-api", "skewer-view", "skewer-appliers"],
+    ),
+    (
+        ".",
+        "skewer-agent",
+        &[
+            "skewer-api",
+            "skewer-view",
+            "skewer-controller",
+            "skewer-cli",
+            "skewer-ui",
+            "skewer-sources",
+            "skewer-appliers",
+        ],
+    ),
+];
+
+/// The skewer crates a `Cargo.toml` names, in any dependency table.
+fn skewer_dependencies(manifest: &str) -> BTreeSet<String> {
+    manifest
+        .lines()
+        .filter_map(|l| l.split_once(['.', ' ', '=']).map(|(name, _)| name.trim()))
+        .filter(|name| name.starts_with("skewer-"))
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn each_crate_depends_only_on_the_layers_below_it() {
+    let agent = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (dir, name, allowed) in LAYERS {
+        let manifest =
+            std::fs::read_to_string(agent.join(dir).join("Cargo.toml")).expect("a Cargo.toml");
+        assert!(
+            manifest.contains(&format!("name = \"{name}\"")),
+            "{dir}: {name}"
+        );
+        let deps = skewer_dependencies(&manifest);
+        let extra: Vec<&String> = deps
+            .iter()
+            .filter(|d| !allowed.contains(&d.as_str()))
+            .collect();
+        assert!(
+            extra.is_empty(),
+            "{name} depends on {extra:?}, above or beside it"
+        );
+    }
+    // What the acceptance names, said outright: the command line and the dashboard
+    // never reach the controllers, and nothing but the binary reaches the command line.
+    for (_, name, allowed) in LAYERS {
+        if matches!(*name, "skewer-cli" | "skewer-ui") {
+            assert!(!allowed.contains(&"skewer-controller"), "{name}");
+        }
+        if *name != "skewer-agent" {
+            assert!(
+                !allowed.contains(&"skewer-cli") && !allowed.contains(&"skewer-ui"),
+                "{name}"
+            );
+        }
+    }
+    // The workspace's own manifest lists every crate of the agent.
+    let workspace = std::fs::read_to_string(agent.join("../Cargo.toml")).expect("the workspace");
+    for (dir, _, _) in LAYERS.iter().filter(|(d, _, _)| *d != ".") {
+        assert!(
+            workspace.contains(&format!("\"agent/{dir}\"")),
+            "agent/{dir} in the workspace"
+        );
+    }
+}
+
 #[test]
 fn no_file_of_the_agent_imports_one_that_imports_it_back() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let agent = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut read = 0;
+    for (dir, _, _) in LAYERS {
+        read += no_circle_in(&agent.join(dir).join("src"));
+    }
+    assert!(read > 40, "the graph was read ({read} files import others)");
+}
+
+/// Asserts that the files under `root` (a crate's `src`) import no circle; the number of files
+/// that import another.
+fn no_circle_in(root: &Path) -> usize {
+    let root = root.to_path_buf();
     let mut all = Vec::new();
     files(&root, &root, &mut all);
     let by_module: BTreeMap<Vec<String>, PathBuf> =
@@ -186,10 +296,10 @@ fn no_file_of_the_agent_imports_one_that_imports_it_back() {
             circles.insert(c.into_iter().collect());
         }
     }
-    assert!(circles.is_empty(), "import circles: {circles:#?}");
     assert!(
-        graph.len() > 40,
-        "the graph was read ({} files import others)",
-        graph.len()
+        circles.is_empty(),
+        "import circles in {}: {circles:#?}",
+        root.display()
     );
+    graph.len()
 }

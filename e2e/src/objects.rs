@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use kube::{Api, Client};
 use serde_json::json;
-use skewer_agent::api::{GitRepository, Kustomization};
+use skewer_api::{GitRepository, Kustomization};
 
 /// Creates GitRepository `src` for `url` (interval 1h) and waits for its artifact.
 pub async fn create_source(c: &Client, ns: &str, url: &str) -> Result<()> {
@@ -175,7 +175,7 @@ pub fn application_fleet(
 
 /// Waits until `n` Applications of `ns` are Synced and Healthy (at most `limit`).
 pub async fn applications_synced(c: &Client, ns: &str, n: usize, limit: Duration) -> Result<()> {
-    use skewer_agent::api::Application;
+    use skewer_api::Application;
     let api: Api<Application> = Api::namespaced(c.clone(), ns);
     let deadline = std::time::Instant::now() + limit;
     loop {

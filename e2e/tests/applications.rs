@@ -10,7 +10,7 @@ use common::apps::*;
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use skewer_agent::api::ApplicationStatus;
+use skewer_api::ApplicationStatus;
 use skewer_e2e::git::GitServer;
 use skewer_e2e::{eventually, kc, kc_apply};
 

@@ -550,7 +550,7 @@ async fn an_unreachable_spoke_fails_only_its_own_kustomizations() -> Result<()> 
     for name in ["far", "nowhere"] {
         kc(&["delete", "kustomization", name, "-n", &f.ns, "--wait=false"])?;
     }
-    let ks: Api<skewer_agent::api::Kustomization> = Api::namespaced(f.c.clone(), &f.ns);
+    let ks: Api<skewer_api::Kustomization> = Api::namespaced(f.c.clone(), &f.ns);
     for name in ["far", "nowhere"] {
         eventually(&format!("Kustomization {name} gone"), WAIT, || async {
             Ok(ks.get_opt(name).await?.is_none().then_some(()))

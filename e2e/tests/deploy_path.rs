@@ -22,7 +22,7 @@ fn application(ns: &str, name: &str, repo: &str, path: &str, extra: &str) -> Res
     ))
 }
 
-fn ready_reason(st: &skewer_agent::api::ApplicationStatus) -> (String, String) {
+fn ready_reason(st: &skewer_api::ApplicationStatus) -> (String, String) {
     st.conditions
         .iter()
         .find(|c| c.type_ == "Ready")

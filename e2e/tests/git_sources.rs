@@ -6,7 +6,7 @@ mod common;
 
 use anyhow::Result;
 use common::*;
-use skewer_agent::api::GitRepository;
+use skewer_api::GitRepository;
 use skewer_e2e::git::run;
 use skewer_e2e::{GitServer, Signer, eventually, kc_apply};
 

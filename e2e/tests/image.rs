@@ -24,7 +24,7 @@ fn the_image_is_built_without_an_engine_pushed_and_runs_as_non_root() -> Result<
     let registry = Registry::start()?;
     let work = tempfile::tempdir()?;
     let layout = work.path().join("layout");
-    let tag = skewer_agent::manifests::DEFAULT_IMAGE;
+    let tag = skewer_api::manifests::DEFAULT_IMAGE;
     let pushed = format!("docker://{}/skewer-dev/skewer:test", registry.host);
     run(Command::new("bash")
         .arg(root().join("image/build.sh"))

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use base64::Engine as _;
 use common::*;
 use kube::Api;
-use skewer_agent::api::{Kustomization, OCIRepository};
+use skewer_api::{Kustomization, OCIRepository};
 use skewer_e2e::registry::{Blob, Registry, copy_tag, push_with_skopeo};
 use skewer_e2e::{eventually, kc_apply};
 

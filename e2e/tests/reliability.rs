@@ -235,7 +235,7 @@ async fn overlapping_kustomizations_do_not_fight() -> Result<()> {
     );
 
     // Deleting the refused one prunes nothing.
-    let ks: Api<skewer_agent::api::Kustomization> = Api::namespaced(c.clone(), &ns);
+    let ks: Api<skewer_api::Kustomization> = Api::namespaced(c.clone(), &ns);
     ks.delete("second", &DeleteParams::default()).await?;
     eventually("second to be gone", WAIT, || async {
         Ok(ks.get_opt("second").await?.is_none().then_some(()))
@@ -395,7 +395,7 @@ async fn deletions_during_an_outage_are_healed_when_the_watch_recovers() -> Resu
     assert!(logs.contains("deleted while the watch was down"), "{logs}");
 
     // A reconcile request after the outage is handled.
-    let ks: Api<skewer_agent::api::Kustomization> = Api::namespaced(c.clone(), &ns);
+    let ks: Api<skewer_api::Kustomization> = Api::namespaced(c.clone(), &ns);
     let asked = "after-the-outage";
     let patch = serde_json::json!({"metadata": {"annotations": {"skewer.dev/reconcile-requested-at": asked}}});
     ks.patch("app", &PatchParams::default(), &Patch::Merge(&patch))

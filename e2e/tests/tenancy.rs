@@ -10,7 +10,7 @@ use common::spokes::*;
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use skewer_agent::api::{Application, Receiver};
+use skewer_api::{Application, Receiver};
 use skewer_e2e::{Skewer, eventually, kc, kc_apply, unique};
 
 /// A Kustomization of `path` of GitRepository `home/src`, labeled for skewer's shard.

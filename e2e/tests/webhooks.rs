@@ -11,8 +11,8 @@ use hmac::Hmac;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use sha2::Sha256;
-use skewer_agent::api::Receiver;
-use skewer_agent::api::receiver::ReceiverStatus;
+use skewer_api::Receiver;
+use skewer_api::receiver::ReceiverStatus;
 use skewer_e2e::git::{GitServer, free_port};
 use skewer_e2e::{eventually, kc, kc_apply};
 
@@ -202,7 +202,7 @@ async fn a_signed_push_is_applied_within_a_second_and_forgeries_are_refused() ->
         200,
         "an event the Receiver leaves out is answered, not acted on"
     );
-    let src = source_status::<skewer_agent::api::GitRepository>(&c, &ns, "src").await?;
+    let src = source_status::<skewer_api::GitRepository>(&c, &ns, "src").await?;
     assert_eq!(src.last_handled_reconcile_at, None, "nothing reconciled");
     assert_eq!(cm_value(&c, &ns).await?.as_deref(), Some("one"));
     let events = event_reasons(&ns, "involvedObject.kind=Receiver")?;
@@ -232,7 +232,7 @@ async fn a_signed_push_is_applied_within_a_second_and_forgeries_are_refused() ->
         let c = c.clone();
         let ns = ns.clone();
         async move {
-            let st = source_status::<skewer_agent::api::GitRepository>(&c, &ns, name).await?;
+            let st = source_status::<skewer_api::GitRepository>(&c, &ns, name).await?;
             anyhow::Ok(st.last_handled_reconcile_at)
         }
     };
@@ -282,8 +282,8 @@ async fn a_signed_push_is_applied_within_a_second_and_forgeries_are_refused() ->
     let receivers = skewer_cli(&["get", "receivers", "-n", &ns])?;
     assert!(receivers.contains("/hook/"), "{receivers}");
 
-    let api: Api<skewer_agent::api::GitRepository> = Api::namespaced(c.clone(), &ns);
-    let annotation = |g: skewer_agent::api::GitRepository| {
+    let api: Api<skewer_api::GitRepository> = Api::namespaced(c.clone(), &ns);
+    let annotation = |g: skewer_api::GitRepository| {
         g.metadata
             .annotations
             .unwrap_or_default()
@@ -324,7 +324,7 @@ async fn gitlab_tokens_generic_paths_and_suspension() -> Result<()> {
         post(&url, &[push[0], ("X-Gitlab-Token", token)], b"{}")?,
         200
     );
-    let api: Api<skewer_agent::api::GitRepository> = Api::namespaced(c.clone(), &ns);
+    let api: Api<skewer_api::GitRepository> = Api::namespaced(c.clone(), &ns);
     let annotated = api
         .get("src")
         .await?
@@ -501,7 +501,7 @@ async fn each_hosts_documented_push_is_accepted_as_that_host_signs_it() -> Resul
     let token = "per-host-secret-0123456789";
     put_secret(&c, &ns, "t", &[("token", token)]).await?;
     let fixtures = skewer_e2e::root().join("e2e/fixtures/webhooks");
-    let api: Api<skewer_agent::api::GitRepository> = Api::namespaced(c.clone(), &ns);
+    let api: Api<skewer_api::GitRepository> = Api::namespaced(c.clone(), &ns);
     for host in [
         "github",
         "gitlab",

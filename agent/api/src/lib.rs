@@ -1,17 +1,24 @@
 //! skewer's API, group `skewer.dev`, version `v1alpha1`. Field names follow Flux where Flux
-//! has one, so a Flux manifest moves over by changing its `apiVersion`. The bottom layer: it
-//! depends on no other skewer crate.
+//! has one, so a Flux manifest moves over by changing its `apiVersion`. The bottom layer of the
+//! agent: the types and the names every layer shares, what a Kustomization's spec and
+//! inventory mean in the appliers' terms (`spec`, `inventory`), skewer's install manifests
+//! (`manifests`), and how skewer lists and watches (`watch`, [`scoped`]). Of skewer's crates
+//! it depends on `appliers` only.
 
 pub mod application;
 pub mod conditions;
 pub mod duration;
 pub mod gitrepository;
+pub mod inventory;
 pub mod kustomization;
+pub mod manifests;
 pub mod names;
 pub mod ocirepository;
 pub mod receiver;
 mod reconciled;
 pub mod source;
+pub mod spec;
+pub mod watch;
 
 pub use application::{Application, ApplicationSpec, ApplicationStatus};
 pub use conditions::Condition;
@@ -42,4 +49,15 @@ pub const SYNC_REQUESTED_AT: &str = "skewer.dev/sync-requested-at";
 #[serde(deny_unknown_fields)]
 pub struct LocalObjectReference {
     pub name: String,
+}
+
+/// An `Api` over one namespace, or all of them.
+pub fn scoped<K>(client: &kube::Client, namespace: Option<&str>) -> kube::Api<K>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    match namespace {
+        Some(ns) => kube::Api::namespaced(client.clone(), ns),
+        None => kube::Api::all(client.clone()),
+    }
 }

@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
-use skewer_agent::api::{GitRepository, Kustomization};
+use skewer_api::{GitRepository, Kustomization};
 use skewer_appliers::apply::{Applier, ApplyOptions};
 use skewer_appliers::load::SourceFile;
 use skewer_appliers::sync::{HealthChecks, SyncRequest, Untracked};

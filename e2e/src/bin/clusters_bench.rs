@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use kube::{Api, Client};
 use serde_json::json;
-use skewer_agent::api::Kustomization;
+use skewer_api::Kustomization;
 use skewer_e2e::measure::{arg, median, memory_kib, ms};
 use skewer_e2e::objects::{add_source, create_kustomization_with, create_source, until_applied};
 use skewer_e2e::{GitServer, Skewer, client, cluster, hub, kc, kc_apply, kc_on, namespace};

@@ -118,7 +118,7 @@ async fn main() -> Result<()> {
     ))?;
     let cms: Api<ConfigMap> = Api::namespaced(c.clone(), &ns);
     until_value(&cms, "0", Duration::from_secs(120)).await?;
-    let receivers: Api<skewer_agent::api::Receiver> = Api::namespaced(c.clone(), &ns);
+    let receivers: Api<skewer_api::Receiver> = Api::namespaced(c.clone(), &ns);
     let path = loop {
         if let Some(p) = receivers
             .get("gh")

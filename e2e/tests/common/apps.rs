@@ -3,7 +3,7 @@
 use anyhow::{Result, bail};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use skewer_agent::api::{Application, ApplicationStatus};
+use skewer_api::{Application, ApplicationStatus};
 use skewer_e2e::eventually;
 
 use super::WAIT;

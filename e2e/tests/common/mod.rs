@@ -13,8 +13,8 @@ use anyhow::Result;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
-use skewer_agent::api::{GitRepository, Kustomization, KustomizationStatus, SourceStatus};
-use skewer_agent::artifacts::Source;
+use skewer_api::{GitRepository, Kustomization, KustomizationStatus, SourceStatus};
+use skewer_controller::artifacts::Source;
 use skewer_e2e::{eventually, hub, kc_apply};
 
 pub const WAIT: Duration = Duration::from_secs(60);

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use skewer_agent::cli::push::{self, Address};
-use skewer_agent::manifests;
-use skewer_agent::view::named::Named;
+use skewer_api::manifests;
+use skewer_cli::push::{self, Address};
+use skewer_view::named::Named;
 
 #[derive(Parser)]
 #[command(
@@ -598,5 +598,5 @@ pub fn parse_interval(s: &str) -> Result<String, String> {
 }
 
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    skewer_agent::api::duration::parse(s).map_err(|e| e.to_string())
+    skewer_api::duration::parse(s).map_err(|e| e.to_string())
 }

@@ -4,11 +4,12 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use clap::Parser;
-use skewer_agent::cli::control;
-use skewer_agent::cli::term::{Ended, Exit, Paint, Progress, paint};
-use skewer_agent::cli::{bootstrap, push};
-use skewer_agent::view::named::ControlError;
-use skewer_agent::{clusters, manifests};
+use skewer_api::manifests;
+use skewer_cli::control;
+use skewer_cli::term::{Ended, Exit, Paint, Progress, paint};
+use skewer_cli::{bootstrap, push};
+use skewer_controller::clusters;
+use skewer_view::named::ControlError;
 use std::process::ExitCode;
 
 mod args;
@@ -41,7 +42,7 @@ where
     loop {
         tokio::time::sleep(Duration::from_secs(2)).await;
         let now = list().await?;
-        let changed = skewer_agent::view::table::changed(&rows, &now);
+        let changed = skewer_view::table::changed(&rows, &now);
         let picked: Vec<R> = changed
             .iter()
             .filter_map(|&i| now.get(i).cloned())
@@ -84,7 +85,7 @@ async fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
             let code = e.downcast_ref::<Ended>().map_or(Exit::Failed, |e| e.code);
-            let red = skewer_agent::cli::term::colour_on_stderr();
+            let red = skewer_cli::term::colour_on_stderr();
             eprintln!("{} {e:#}", paint(red, Paint::Red, "error:"));
             ExitCode::from(code as u8)
         }
@@ -101,11 +102,8 @@ async fn dispatch(command: Command) -> Result<Exit> {
             source_root,
             kustomization,
         } => {
-            let yaml = skewer_agent::cli::build::render(
-                &path,
-                source_root.as_deref(),
-                kustomization.as_deref(),
-            )?;
+            let yaml =
+                skewer_cli::build::render(&path, source_root.as_deref(), kustomization.as_deref())?;
             print!("{yaml}");
         }
         Command::Bootstrap {
@@ -121,12 +119,12 @@ async fn dispatch(command: Command) -> Result<Exit> {
         }
         Command::Install(image) => {
             let client = hub_client().await?;
-            skewer_agent::cli::install::install(&client, &image.image()).await?;
+            skewer_cli::install::install(&client, &image.image()).await?;
         }
         Command::Uninstall { yes, prune_managed } => {
             let client = hub_client().await?;
-            let u = skewer_agent::cli::install::Uninstall { yes, prune_managed };
-            for line in skewer_agent::cli::install::uninstall(&client, &u).await? {
+            let u = skewer_cli::install::Uninstall { yes, prune_managed };
+            for line in skewer_cli::install::uninstall(&client, &u).await? {
                 println!("{line}");
             }
         }
@@ -137,13 +135,13 @@ async fn dispatch(command: Command) -> Result<Exit> {
             source_root,
         } => {
             let client = hub_client().await?;
-            let (text, differs) = skewer_agent::cli::diff::run(
+            let (text, differs) = skewer_cli::diff::run(
                 &client,
                 &path,
                 source_root.as_deref(),
                 &kustomization,
                 &namespace,
-                skewer_agent::cli::term::colour(),
+                skewer_cli::term::colour(),
             )
             .await?;
             print!("{text}");
@@ -162,14 +160,14 @@ async fn dispatch(command: Command) -> Result<Exit> {
                 Some(n) => n,
                 None => dev_name(&dir)?,
             };
-            let dev = skewer_agent::cli::dev::Dev {
+            let dev = skewer_cli::dev::Dev {
                 dir,
                 source_root,
                 owner: skewer_appliers::transform::Owner { name, namespace },
                 prune: !no_prune,
                 wait,
             };
-            skewer_agent::cli::dev::run_dev(client, dev).await?;
+            skewer_cli::dev::run_dev(client, dev).await?;
         }
         Command::Reconcile(args) | Command::Sync(args) => {
             let client = hub_client().await?;
@@ -189,10 +187,10 @@ async fn dispatch(command: Command) -> Result<Exit> {
         Command::Resume(t) => suspend(&t, false).await?,
         Command::Tree(t) => {
             let client = hub_client().await?;
-            let root = skewer_agent::view::tree::tree(&client, &t.namespace, &t.target)
+            let root = skewer_view::tree::tree(&client, &t.namespace, &t.target)
                 .await
                 .map_err(ended)?;
-            print!("{}", skewer_agent::view::tree::render(&root));
+            print!("{}", skewer_view::tree::render(&root));
         }
         Command::Why {
             target,
@@ -200,11 +198,11 @@ async fn dispatch(command: Command) -> Result<Exit> {
             output,
         } => {
             let client = hub_client().await?;
-            let answer = skewer_agent::view::why::why(&client, &namespace, &target)
+            let answer = skewer_view::why::why(&client, &namespace, &target)
                 .await
                 .map_err(ended)?;
             match output {
-                Output::Table => print!("{}", skewer_agent::view::why::render(&answer)),
+                Output::Table => print!("{}", skewer_view::why::render(&answer)),
                 Output::Json => println!("{}", serde_json::to_string_pretty(&answer)?),
                 Output::Yaml => print!("{}", serde_saphyr::to_string(&answer)?),
             }
@@ -216,14 +214,12 @@ async fn dispatch(command: Command) -> Result<Exit> {
             print_rows(
                 list.output,
                 list.watch,
-                |rows| skewer_agent::view::events::table(rows, all, jiff::Timestamp::now()),
+                |rows| skewer_view::events::table(rows, all, jiff::Timestamp::now()),
                 || async {
-                    Ok(skewer_agent::view::events::list(
-                        &client,
-                        namespace.as_deref(),
-                        only.as_ref(),
+                    Ok(
+                        skewer_view::events::list(&client, namespace.as_deref(), only.as_ref())
+                            .await?,
                     )
-                    .await?)
                 },
             )
             .await?;
@@ -400,7 +396,7 @@ fn bootstrap_of(args: BootstrapGit) -> Result<bootstrap::Bootstrap> {
 
 /// `skewer get …`.
 async fn get(what: Get) -> Result<()> {
-    use skewer_agent::view::{apps, table as get};
+    use skewer_view::{apps, table as get};
     let client = hub_client().await?;
     let (args, which) = match what {
         Get::Kustomizations(a) => (a, Listed::Kustomizations),
@@ -502,6 +498,6 @@ mod tests {
             text.push_str(&format!("\n===== skewer {} --help\n", path.join(" ")));
             text.push_str(&sub.render_long_help().to_string());
         }
-        skewer_agent::golden::golden("help.txt", &text);
+        skewer_view::golden!("help.txt", &text);
     }
 }

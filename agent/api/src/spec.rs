@@ -1,0 +1,49 @@
+//! Plain values read from skewer's objects, for every layer above the API: whose labels an
+//! object's applies carry, and what a Kustomization adds to each object it applies (its
+//! transform and its own patches). Pure; what the daemon and `skewer build` / `diff` share.
+
+use kube::{Resource, ResourceExt};
+use skewer_appliers::patch::{PatchSpec, Selector};
+use skewer_appliers::transform::{Owner, Transform};
+
+use crate::Kustomization;
+
+/// Whose labels the objects `obj` applies carry: its name and namespace.
+pub fn owner<K: Resource>(obj: &K) -> Owner {
+    Owner {
+        name: obj.name_any(),
+        namespace: obj.namespace().unwrap_or_default(),
+    }
+}
+
+/// What `ks` adds to every object: `targetNamespace` and `commonMetadata`.
+pub fn transform(ks: &Kustomization) -> Transform {
+    let metadata = ks.spec.common_metadata.clone().unwrap_or_default();
+    Transform {
+        target_namespace: ks.spec.target_namespace.clone(),
+        default_namespace: None,
+        labels: metadata.labels,
+        annotations: metadata.annotations,
+    }
+}
+
+/// The patches of `ks`, as the pipeline applies them.
+pub fn patches(ks: &Kustomization) -> Vec<PatchSpec> {
+    ks.spec
+        .patches
+        .iter()
+        .map(|p| PatchSpec {
+            patch: p.patch.clone(),
+            target: p.target.as_ref().map(|t| Selector {
+                group: t.group.clone(),
+                version: t.version.clone(),
+                kind: t.kind.clone(),
+                name: t.name.clone(),
+                namespace: t.namespace.clone(),
+                label_selector: t.label_selector.clone(),
+                annotation_selector: t.annotation_selector.clone(),
+            }),
+            allow_name_change: false,
+        })
+        .collect()
+}

@@ -1,0 +1,256 @@
+//! `skewer reconcile`, `sync`, `suspend` and `resume`: asking skewer to act on one object now,
+//! or to stop and start acting on it, and, with `--wait`, following it until it is done. What
+//! is asked is an annotation or a spec field on the object; the daemon does the rest.
+
+use std::time::Duration;
+
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+use skewer_api::{RECONCILE_REQUESTED_AT, SYNC_REQUESTED_AT};
+use skewer_view::named::{ControlError, Kind, Named};
+
+/// The exit code a failed request ends the command with.
+pub fn exit_of(e: &ControlError) -> super::term::Exit {
+    use super::term::Exit;
+    match e {
+        ControlError::Failed(_) => Exit::Differs,
+        ControlError::Timeout(..) => Exit::TimedOut,
+        _ => Exit::Failed,
+    }
+}
+
+fn api(client: &Client, namespace: &str, kind: Kind) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), namespace, &kind.resource())
+}
+
+/// Reads `target`, or says it does not exist.
+async fn get(client: &Client, namespace: &str, target: &Named) -> Result<Value, ControlError> {
+    let obj = api(client, namespace, target.kind)
+        .get_opt(&target.name)
+        .await?
+        .ok_or_else(|| ControlError::Missing(target.clone(), namespace.into()))?;
+    Ok(serde_json::to_value(obj).unwrap_or(Value::Null))
+}
+
+/// Asks `target` to reconcile now (an Application: to sync, even without automation), and
+/// with `wait` follows it until it is Ready or failed. `with_source`: a Kustomization's source
+/// is reconciled first, and waited for. Returns the line to print.
+pub async fn reconcile(
+    client: &Client,
+    namespace: &str,
+    target: &Named,
+    with_source: bool,
+    wait: Option<Duration>,
+) -> Result<String, ControlError> {
+    let obj = get(client, namespace, target).await?;
+    if with_source {
+        let source = obj["spec"]["sourceRef"].clone();
+        let kind = source["kind"].as_str().and_then(Kind::of_source);
+        let (Some(kind), Some(name)) = (kind, source["name"].as_str()) else {
+            return Err(ControlError::Refused(format!(
+                "{target} names no GitRepository or OCIRepository in spec.sourceRef"
+            )));
+        };
+        let ns = source["namespace"]
+            .as_str()
+            .unwrap_or(namespace)
+            .to_string();
+        let source = Named {
+            kind,
+            name: name.into(),
+        };
+        let line = Box::pin(reconcile(
+            client,
+            &ns,
+            &source,
+            false,
+            Some(wait.unwrap_or(Duration::from_secs(120))),
+        ))
+        .await?;
+        eprintln!("{line}");
+    }
+    let token = jiff::Timestamp::now().to_string();
+    let annotation = match target.kind {
+        Kind::Application => SYNC_REQUESTED_AT,
+        _ => RECONCILE_REQUESTED_AT,
+    };
+    let patch = json!({"metadata": {"annotations": {annotation: &token}}});
+    api(client, namespace, target.kind)
+        .patch(&target.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    let Some(wait) = wait else {
+        return Ok(format!("{target}: reconcile requested"));
+    };
+    poll(wait, || async {
+        let obj = get(client, namespace, target).await?;
+        handled(target, &obj, &token)
+    })
+    .await
+}
+
+/// Where `obj` stands after the request `token`: done (`Ok(Ok(line))`), still going
+/// (`Ok(Err(state))`), or failed.
+fn handled(
+    target: &Named,
+    obj: &Value,
+    token: &str,
+) -> Result<Result<String, String>, ControlError> {
+    let st = &obj["status"];
+    let field = match target.kind {
+        Kind::Application => "lastHandledSyncAt",
+        _ => "lastHandledReconcileAt",
+    };
+    if st[field].as_str() != Some(token) {
+        return Ok(Err("not picked up yet (is skewer running?)".into()));
+    }
+    if target.kind == Kind::Application {
+        let (sync, health) = (
+            st["sync"]["status"].as_str().unwrap_or("Unknown"),
+            st["health"]["status"].as_str().unwrap_or("Unknown"),
+        );
+        let op = &st["operationState"];
+        let message = op["message"].as_str().unwrap_or_default();
+        return match op["phase"].as_str().unwrap_or_default() {
+            "Failed" | "Error" => Err(ControlError::Failed(format!("{target}: {message}"))),
+            "Running" => Ok(Err(message.into())),
+            _ if sync == "Synced" && health == "Healthy" => Ok(Ok(format!(
+                "{target}: Synced, Healthy at {}",
+                st["sync"]["revision"].as_str().unwrap_or_default()
+            ))),
+            _ => Ok(Err(format!("{sync}, {health}: {message}"))),
+        };
+    }
+    let ready = st["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"));
+    let Some(c) = ready else {
+        return Ok(Err("no Ready condition yet".into()));
+    };
+    let (status, reason, message) = (
+        c["status"].as_str().unwrap_or_default(),
+        c["reason"].as_str().unwrap_or_default(),
+        c["message"].as_str().unwrap_or_default(),
+    );
+    match status {
+        "True" => Ok(Ok(format!("{target}: {message}"))),
+        _ if reason == "Progressing" || status == "Unknown" => Ok(Err(message.into())),
+        _ => Err(ControlError::Failed(format!(
+            "{target}: {reason}: {message}"
+        ))),
+    }
+}
+
+/// Sets `spec.suspend` of `target`. Applications have no suspend (Argo CD's way is to turn
+/// automation off), so they are refused, saying so.
+pub async fn suspend(
+    client: &Client,
+    namespace: &str,
+    target: &Named,
+    suspend: bool,
+) -> Result<String, ControlError> {
+    if target.kind == Kind::Application {
+        return Err(ControlError::Refused(format!(
+            "{target}: Applications have no suspend; remove spec.syncPolicy.automated to stop automatic syncs"
+        )));
+    }
+    get(client, namespace, target).await?;
+    let patch = json!({"spec": {"suspend": suspend}});
+    api(client, namespace, target.kind)
+        .patch(&target.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(format!(
+        "{target}: {}",
+        if suspend { "suspended" } else { "resumed" }
+    ))
+}
+
+/// Polls `check` every quarter second until it is done (`Ok(Ok(line))`), fails, or `wait`
+/// passes (then the last `Ok(Err(state))` says where it stood). A spinner shows the state on
+/// a terminal.
+async fn poll<F, Fut>(wait: Duration, mut check: F) -> Result<String, ControlError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Result<String, String>, ControlError>>,
+{
+    let deadline = skewer_appliers::wait::deadline_after(wait);
+    let progress = super::term::Progress::start("waiting");
+    loop {
+        let state = match check().await {
+            Ok(Ok(done)) => {
+                progress.done(true, "done");
+                return Ok(done);
+            }
+            Ok(Err(state)) => state,
+            Err(e) => {
+                progress.done(false, "failed");
+                return Err(e);
+            }
+        };
+        progress.set(&format!("waiting: {state}"));
+        if tokio::time::Instant::now() >= deadline {
+            progress.done(false, "timed out");
+            return Err(ControlError::Timeout(wait, state));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_name_their_kind() {
+        let named = |k, n: &str| Named {
+            kind: k,
+            name: n.into(),
+        };
+        assert_eq!("app/web".parse(), Ok(named(Kind::Application, "web")));
+        assert_eq!(
+            "Kustomization/infra".parse(),
+            Ok(named(Kind::Kustomization, "infra"))
+        );
+        assert_eq!("git/repo".parse(), Ok(named(Kind::GitRepository, "repo")));
+        assert!("web".parse::<Named>().is_err());
+        assert!(
+            "deploy/web"
+                .parse::<Named>()
+                .unwrap_err()
+                .contains("ks/<name>")
+        );
+        assert!("app/".parse::<Named>().is_err());
+        assert_eq!(
+            named(Kind::Kustomization, "x").to_string(),
+            "kustomization/x"
+        );
+    }
+
+    fn ks(handled: &str, status: &str, reason: &str) -> Value {
+        json!({"status": {"lastHandledReconcileAt": handled,
+            "conditions": [{"type": "Ready", "status": status, "reason": reason, "message": "m"}]}})
+    }
+
+    #[test]
+    fn a_request_is_done_only_once_handled_and_ready() {
+        let t: Named = "ks/web".parse().unwrap();
+        assert!(
+            handled(&t, &ks("old", "True", "Succeeded"), "new")
+                .unwrap()
+                .is_err()
+        );
+        assert!(
+            handled(&t, &ks("new", "Unknown", "Progressing"), "new")
+                .unwrap()
+                .is_err()
+        );
+        assert_eq!(
+            handled(&t, &ks("new", "True", "Succeeded"), "new").unwrap(),
+            Ok("kustomization/web: m".into())
+        );
+        let failed = handled(&t, &ks("new", "False", "BuildFailed"), "new").unwrap_err();
+        assert_eq!(failed.to_string(), "kustomization/web: BuildFailed: m");
+        assert_eq!(exit_of(&failed), crate::term::Exit::Differs);
+    }
+}

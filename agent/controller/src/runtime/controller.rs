@@ -1,0 +1,122 @@
+//! How every kind's controller runs: which watch events trigger a reconcile ([`of`]), how many
+//! run at once, panics contained, and the retry of a reconcile whose status write failed.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use kube::ResourceExt;
+use kube::runtime::finalizer::{Event, finalizer};
+use tracing::Instrument;
+
+use crate::api::FINALIZER;
+use kube::runtime::controller::Action;
+use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
+use tracing::warn;
+
+use super::context::Context;
+use super::{Error, Reconciled, backoff, panics, report};
+use crate::api::watch;
+
+/// A controller whose own watch triggers a reconcile only when the spec (generation), the
+/// reconcile-request annotation, finalizers or deletion change: never on our own status
+/// writes, which would otherwise echo back as a second full reconcile. Periodic work comes
+/// from requeues, not from the watch.
+pub fn of<K: Reconciled>(api: kube::Api<K>) -> Controller<K> {
+    let (reader, writer) = reflector::store();
+    // The controller backs off its trigger streams itself (`run` sets `watch::Retry`).
+    let trigger = watcher(api, watch::own_kinds())
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(reconcile_inputs::<K>, Default::default());
+    Controller::for_stream(trigger, reader)
+}
+
+fn reconcile_inputs<K: kube::Resource>(obj: &K) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let meta = obj.meta();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    meta.generation.hash(&mut h);
+    for key in [
+        crate::api::RECONCILE_REQUESTED_AT,
+        crate::api::SYNC_REQUESTED_AT,
+    ] {
+        meta.annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .hash(&mut h);
+    }
+    meta.finalizers.hash(&mut h);
+    meta.deletion_timestamp.is_some().hash(&mut h);
+    Some(h.finish())
+}
+
+/// Runs `controller` until shutdown: at most `max_concurrent_reconciles` at once, panics
+/// contained to their object, a failed status write retried after a few seconds.
+pub async fn run<K, F, Fut>(ctx: Arc<Context>, controller: Controller<K>, reconcile: F)
+where
+    K: Reconciled,
+    F: Fn(Arc<K>, Arc<Context>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, Error>> + Send + 'static,
+{
+    let config = kube::runtime::controller::Config::default()
+        .concurrency(ctx.settings.max_concurrent_reconciles);
+    controller
+        .shutdown_on_signal()
+        .with_config(config)
+        .trigger_backoff(watch::Retry::default())
+        .run(panics::guarded(reconcile), error_policy::<K>, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                warn!(kind = K::KIND, error = %e, "reconcile");
+            }
+        })
+        .await;
+}
+
+/// A reconcile that ended without a status (its status write failed) is retried, backing off
+/// from 5 s to 5 minutes while it keeps failing.
+fn error_policy<K: Reconciled>(obj: Arc<K>, _: &Error, ctx: Arc<Context>) -> Action {
+    let key = report::failure_key(obj.as_ref());
+    let failures = ctx.failures.record(&key);
+    Action::requeue(backoff::delay(
+        Duration::from_secs(5),
+        Duration::from_secs(300),
+        failures,
+    ))
+}
+
+/// One reconcile of `obj` behind [`FINALIZER`] (added first; on deletion `cleanup` runs, then
+/// it is removed), in a span naming the object. Boxed as `dyn Future + Send`: rustc cannot
+/// otherwise prove the finalizer's nested futures Send for every lifetime
+/// (rust-lang/rust#102211).
+pub fn finalized<K, A, C, FA, FC>(
+    obj: Arc<K>,
+    ctx: Arc<Context>,
+    apply: A,
+    cleanup: C,
+) -> BoxFuture<'static, Result<Action, Error>>
+where
+    K: Reconciled,
+    A: FnOnce(Arc<K>, Arc<Context>) -> FA + Send + 'static,
+    C: FnOnce(Arc<K>, Arc<Context>) -> FC + Send + 'static,
+    FA: Future<Output = Result<Action, Error>> + Send + 'static,
+    FC: Future<Output = Result<Action, Error>> + Send + 'static,
+{
+    Box::pin(async move {
+        let ns = obj.namespace().ok_or(Error::NoNamespace)?;
+        let api: kube::Api<K> = kube::Api::namespaced(ctx.client.clone(), &ns);
+        let span = tracing::info_span!("reconcile", kind = K::KIND, namespace = %ns, object = %obj.name_any(), revision = tracing::field::Empty);
+        finalizer(&api, FINALIZER, obj, move |event| async move {
+            match event {
+                Event::Apply(obj) => apply(obj, ctx).await,
+                Event::Cleanup(obj) => cleanup(obj, ctx).await,
+            }
+        })
+        .instrument(span)
+        .await
+        .map_err(|e| Error::Finalizer(e.to_string()))
+    })
+}

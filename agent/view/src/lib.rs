@@ -1,0 +1,14 @@
+//! What people read, shared by the command line and the dashboard: rows and aligned tables
+//! (`table`, `apps`, `events`), an owner's tree of objects (`tree`), where an object came from
+//! (`why`), and how objects are named (`named`). The text is pure; the reads are against the
+//! hub.
+
+pub mod apps;
+pub mod clusters;
+pub mod events;
+#[doc(hidden)]
+pub mod golden;
+pub mod named;
+pub mod table;
+pub mod tree;
+pub mod why;
