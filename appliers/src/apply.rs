@@ -16,14 +16,12 @@ use crate::health::{Health, health};
 use crate::inventory::Inventory;
 use crate::object::{Manifest, ObjectId};
 use crate::order::stages;
+use crate::policy::{self, Ssa};
 use crate::resources::{Resolved, Resources};
 use crate::transform::{Owner, Transform};
 use crate::{normalize, secrets, wait};
 
-/// Per-object annotation choosing how an object is applied.
-pub const SSA_POLICY: &str = "skewer.dev/ssa";
-/// Per-object annotation allowing delete-and-recreate on an immutable-field change.
-pub const FORCE: &str = "skewer.dev/force";
+pub use crate::policy::{FORCE, SSA_POLICY};
 
 #[derive(Debug, Clone)]
 pub struct ApplyOptions {
@@ -333,9 +331,9 @@ impl Applier {
             action,
             seen: obj.map(|o| Seen::of(&o.metadata, &opts.field_manager)),
         };
-        match m.annotation(SSA_POLICY) {
-            Some("Ignore") => return Ok(outcome(Action::Skipped, None)),
-            Some("IfNotPresent") => {
+        match policy::ssa(|k| m.annotation(k)).map_err(|e| ApplyError::new(m, e))? {
+            Ssa::Ignore => return Ok(outcome(Action::Skipped, None)),
+            Ssa::IfNotPresent => {
                 let exists = api
                     .get_metadata_opt(m.name())
                     .await
@@ -345,21 +343,13 @@ impl Applier {
                     return Ok(outcome(Action::Skipped, None));
                 }
             }
-            Some("Override" | "Merge") | None => {}
-            Some(other) => {
-                return Err(ApplyError::new(
-                    m,
-                    format!(
-                        "annotation {SSA_POLICY}: '{other}' is not one of Override, Merge, IfNotPresent, Ignore"
-                    ),
-                ));
-            }
+            Ssa::Override => {}
         }
         let params = PatchParams::apply(&opts.field_manager).force();
         match api.patch(m.name(), &params, &Patch::Apply(&m.object)).await {
             Ok(obj) => Ok(outcome(Action::Applied, Some(&obj))),
             Err(e) if is_immutable(&e) => {
-                let forced = opts.force || m.annotation(FORCE) == Some("enabled");
+                let forced = opts.force || policy::forced(|k| m.annotation(k));
                 if !forced {
                     return Err(ApplyError::new(
                         m,

@@ -18,6 +18,7 @@ pub mod normalize;
 pub mod object;
 pub mod order;
 pub mod patch;
+pub mod policy;
 pub mod prune;
 pub mod resources;
 pub mod scope;

@@ -1,7 +1,7 @@
 //! Prune: delete what left the source. Only objects that were in the previous inventory, are
 //! absent from the new one, still exist, and still carry this owner's labels are deleted;
-//! `skewer.dev/prune: disabled` keeps an object. Deletion runs in reverse apply order: the
-//! highest sync wave first.
+//! what the live object's annotations ask to keep (`policy::kept`: skewer's, Flux's and Argo
+//! CD's names) is kept. Deletion runs in reverse apply order: the highest sync wave first.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +14,7 @@ use crate::order::{ARGO_SYNC_WAVE, SYNC_WAVE, kind_rank};
 use crate::resources::{ResourceError, Resources};
 use crate::transform::Owner;
 
-pub const PRUNE: &str = "skewer.dev/prune";
+pub use crate::policy::{PRUNE, Removal};
 
 #[derive(Debug, Default)]
 pub struct PruneReport {
@@ -28,10 +28,12 @@ pub struct PruneReport {
 /// Deletes stale objects. `stale` holds ids with the API version they were applied with.
 /// Each is looked up first; then they are deleted in reverse apply order: the highest sync wave
 /// first (its wave read from the live object), and within a wave ordinary objects before
-/// definitions, namespaces last.
+/// definitions, namespaces last. `removal` says why they go: what an object's annotations keep
+/// depends on it.
 pub async fn prune(
     resources: &Resources,
     stale: Vec<(ObjectId, String)>,
+    removal: Removal,
     owner: &Owner,
     propagation: PropagationPolicy,
     concurrency: usize,
@@ -39,7 +41,7 @@ pub async fn prune(
     let mut report = PruneReport::default();
     let looked: Vec<(ObjectId, String, Result<Verdict, String>)> = stream::iter(stale)
         .map(|(id, v)| async move {
-            let r = inspect(resources, &id, &v, owner).await;
+            let r = inspect(resources, &id, &v, removal, owner).await;
             (id, v, r)
         })
         .buffer_unordered(concurrency.max(1))
@@ -98,6 +100,7 @@ async fn inspect(
     resources: &Resources,
     id: &ObjectId,
     version: &str,
+    removal: Removal,
     owner: &Owner,
 ) -> Result<Verdict, String> {
     let resolved = match resources.resolve(version, &id.kind, &[]).await {
@@ -118,8 +121,8 @@ async fn inspect(
     };
     let meta = &live.metadata;
     let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key));
-    if annotation(PRUNE).map(String::as_str) == Some("disabled") {
-        return Ok(Verdict::Keep(format!("annotated {PRUNE}: disabled")));
+    if let Some(why) = crate::policy::kept(|k| annotation(k).map(String::as_str), removal) {
+        return Ok(Verdict::Keep(why));
     }
     if !owner.owns(meta.labels.as_ref()) {
         return Ok(Verdict::Keep(

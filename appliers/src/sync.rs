@@ -31,7 +31,7 @@ use crate::message::summarize;
 use crate::object::{Manifest, ObjectId};
 use crate::order::stages;
 use crate::patch::{PatchSpec, apply_patches};
-use crate::prune::{PruneReport, prune};
+use crate::prune::{PruneReport, Removal, prune};
 use crate::scope::Scope;
 use crate::secrets;
 use crate::transform::{Owner, Transform};
@@ -213,6 +213,7 @@ impl Cluster for Applier {
         prune(
             self.resources(),
             stale,
+            Removal::LeftSource,
             &opts.owner,
             propagation,
             opts.concurrency,

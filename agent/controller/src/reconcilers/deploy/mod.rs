@@ -22,7 +22,7 @@ use kube::runtime::controller::Action;
 use skewer_appliers::apply::ApplyOptions;
 use skewer_appliers::load::SourceFile;
 use skewer_appliers::message::summarize;
-use skewer_appliers::prune::prune;
+use skewer_appliers::prune::{Removal, prune};
 use skewer_appliers::transform::{Owner, Transform};
 use skewer_appliers::wait::deadline_after;
 use skewer_appliers::{Inventory, ObjectId};
@@ -477,6 +477,7 @@ async fn delete_inventory<D: Deploy>(
     let report = prune(
         target.applier.resources(),
         stale,
+        Removal::OwnerDeleted,
         &labels_owner(obj),
         propagation,
         ctx.settings.concurrency,

@@ -1,0 +1,143 @@
+//! Objects keep the annotations Flux and Argo CD users wrote on them (issue 25): Flux's
+//! `kustomize.toolkit.fluxcd.io/prune: disabled` and Argo CD's `sync-options: Prune=false`
+//! keep an object that left Git, Flux's `ssa: IfNotPresent` leaves a hand-made change alone,
+//! and Argo CD's `Delete=false` keeps an object when its Application is deleted. Against the
+//! real API server and a real Git server.
+
+mod common;
+
+use anyhow::Result;
+use common::apps::*;
+use common::*;
+use skewer_e2e::{eventually, kc, kc_apply};
+
+const WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A ConfigMap `name` in `ns` with `annotations` (a flow mapping's inside) and `v`.
+fn annotated(ns: &str, name: &str, annotations: &str, v: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\n  annotations: {{{annotations}}}\ndata:\n  v: \"{v}\"\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn flux_and_argo_names_keep_objects_from_prune_and_apply() -> Result<()> {
+    let f = Fixture::new("their-names").await?;
+    let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
+    let flux_keep = annotated(
+        &ns,
+        "flux-keep",
+        "kustomize.toolkit.fluxcd.io/prune: disabled",
+        "1",
+    );
+    let argo_keep = annotated(
+        &ns,
+        "argo-keep",
+        "argocd.argoproj.io/sync-options: \"Replace=false, Prune=false\"",
+        "1",
+    );
+    let once = |v: &str| {
+        annotated(
+            &ns,
+            "once",
+            "kustomize.toolkit.fluxcd.io/ssa: IfNotPresent",
+            v,
+        )
+    };
+    let files = vec![
+        ("flux-keep.yaml".to_string(), flux_keep),
+        ("argo-keep.yaml".to_string(), argo_keep),
+        ("gone.yaml".to_string(), annotated(&ns, "gone", "", "1")),
+        ("once.yaml".to_string(), once("1")),
+    ];
+    let _skewer = f.app(&files, &[], "  prune: true\n").await?;
+    kc(&[
+        "patch",
+        "configmap",
+        "once",
+        "-n",
+        &ns,
+        "--type=merge",
+        "-p",
+        r#"{"data":{"v":"by hand"}}"#,
+    ])?;
+
+    for file in ["flux-keep.yaml", "argo-keep.yaml", "gone.yaml"] {
+        repo.remove(file)?;
+    }
+    repo.write("once.yaml", &once("2"))?;
+    let second = repo.commit("three leave, one changes")?;
+    let st = wait_applied(c, &ns, "app", &second).await?;
+
+    assert!(
+        exists(c, "v1", "ConfigMap", &ns, "gone").await?.is_none(),
+        "the plain object was not pruned"
+    );
+    for kept in ["flux-keep", "argo-keep"] {
+        assert!(
+            exists(c, "v1", "ConfigMap", &ns, kept).await?.is_some(),
+            "{kept} was pruned"
+        );
+        assert!(
+            !inventory_ids(&st)
+                .iter()
+                .any(|id| id.contains(&format!("_{kept}_")))
+        );
+    }
+    let once_live = exists(c, "v1", "ConfigMap", &ns, "once").await?;
+    assert_eq!(
+        once_live.map(|o| o.data["data"]["v"].clone()),
+        Some(serde_json::json!("by hand")),
+        "ssa: IfNotPresent was applied over"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn argo_delete_false_survives_its_applications_deletion() -> Result<()> {
+    let f = Fixture::new("delete-false").await?;
+    let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
+    repo.write(
+        "apps/kept.yaml",
+        &annotated(
+            &ns,
+            "kept",
+            "argocd.argoproj.io/sync-options: Delete=false",
+            "1",
+        ),
+    )?;
+    repo.write("apps/plain.yaml", &annotated(&ns, "plain", "", "1"))?;
+    repo.commit("two")?;
+    let _skewer = f.start(&[])?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: app, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: \"{}\", path: apps, targetRevision: main}}\n  syncPolicy: {{automated: {{prune: true}}}}\n",
+        repo.url
+    ))?;
+    wait_app(c, &ns, "app", "synced", synced_healthy).await?;
+
+    kc(&["delete", "application", "app", "-n", &ns, "--wait=false"])?;
+    eventually(
+        "the Application and its plain object gone",
+        WAIT,
+        || async {
+            let app = kc(&[
+                "get",
+                "application",
+                "app",
+                "-n",
+                &ns,
+                "--ignore-not-found",
+                "-o",
+                "name",
+            ])?;
+            let plain = exists(c, "v1", "ConfigMap", &ns, "plain").await?;
+            Ok((app.trim().is_empty() && plain.is_none()).then_some(()))
+        },
+    )
+    .await?;
+    assert!(
+        exists(c, "v1", "ConfigMap", &ns, "kept").await?.is_some(),
+        "Delete=false was deleted with its Application"
+    );
+    Ok(())
+}
