@@ -58,6 +58,10 @@ pub struct SyncRequest {
     /// Where on the cluster this sync may act; objects outside are refused before anything
     /// is sent, and never pruned.
     pub scope: Scope,
+    /// Whether a build of no objects may prune everything applied before. Without it such a
+    /// sync stops before anything is sent ([`SyncError::Empty`]): a commit that empties a
+    /// path by mistake deletes nothing.
+    pub allow_empty: bool,
 }
 
 /// Which objects must be healthy for a sync to succeed.
@@ -75,6 +79,9 @@ pub enum HealthChecks {
 pub enum SyncError {
     /// Loading or patching the manifests failed: nothing was sent.
     Build(String),
+    /// The path renders no objects while the previous inventory holds `held`, and emptying
+    /// was not allowed: nothing was sent or pruned.
+    Empty { path: String, held: usize },
     /// An object could not be planned (unknown kind, defined twice): nothing was sent.
     Plan(ApplyError),
     /// The widened inventory could not be recorded: nothing was applied.
@@ -97,6 +104,10 @@ impl SyncError {
     pub fn details(&self) -> Vec<String> {
         match self {
             SyncError::Build(m) | SyncError::Record(m) => vec![m.clone()],
+            SyncError::Empty { path, held } => vec![format!(
+                "'{}' renders no objects, and pruning would delete all {held} applied before: nothing was pruned",
+                if path.is_empty() { "." } else { path }
+            )],
             SyncError::Scope(lines) => lines.clone(),
             SyncError::Plan(e) => vec![e.to_string()],
             SyncError::Apply(errs) => errs.iter().map(ToString::to_string).collect(),
@@ -287,6 +298,7 @@ pub async fn run(
         deadline,
         previous,
         scope,
+        allow_empty,
     } = request;
     let mut report = SyncReport {
         inventory: previous.clone(),
@@ -305,6 +317,11 @@ pub async fn run(
     };
     drop(files);
     phases.mark("build");
+    if manifests.is_empty() && !allow_empty && propagation.is_some() && !previous.entries.is_empty()
+    {
+        let held = previous.entries.len();
+        return fail(report, phases, SyncError::Empty { path, held });
+    }
 
     let plan = match cluster.plan(manifests, &opts).await {
         Ok(p) => p,
@@ -778,6 +795,7 @@ mod tests {
             deadline: Instant::now() + Duration::from_secs(1),
             previous: inventory(previous),
             scope: Scope::default(),
+            allow_empty: false,
         }
     }
 
@@ -840,6 +858,39 @@ mod tests {
             assert!(f.lines().is_empty(), "nothing recorded, applied or pruned");
             assert_eq!(names(&report.inventory), ["a", "b"]);
         }
+    }
+
+    #[tokio::test]
+    async fn an_emptied_path_prunes_nothing_unless_allowed() {
+        let empty = [("README.md", "no manifests here".to_string())];
+        let f = fake();
+        let report = run(f.as_ref(), &hooks(&f), request(&empty, &["a", "b", "c"])).await;
+        assert_eq!(
+            report.error.as_ref().map(ToString::to_string),
+            Some("'.' renders no objects, and pruning would delete all 3 applied before: nothing was pruned".into())
+        );
+        assert!(f.lines().is_empty(), "nothing recorded, applied or pruned");
+        assert_eq!(names(&report.inventory), ["a", "b", "c"]);
+
+        // Nothing held before, or no pruning: an empty path is just empty.
+        for (previous, prune) in [(&[][..], true), (&["a"][..], false)] {
+            let f = fake();
+            let mut r = request(&empty, previous);
+            if !prune {
+                r.prune = None;
+            }
+            let report = run(f.as_ref(), &hooks(&f), r).await;
+            assert!(report.error.is_none(), "{:?}", report.error);
+        }
+
+        // Allowed: everything goes.
+        let f = fake();
+        let mut r = request(&empty, &["a", "b", "c"]);
+        r.allow_empty = true;
+        let report = run(f.as_ref(), &hooks(&f), r).await;
+        assert!(report.error.is_none(), "{:?}", report.error);
+        assert_eq!(report.pruned.len(), 3);
+        assert!(report.inventory.entries.is_empty());
     }
 
     #[tokio::test]

@@ -41,6 +41,11 @@ pub struct KustomizationSpec {
     pub timeout: Option<String>,
     #[serde(default)]
     pub prune: bool,
+    /// Whether a revision whose path renders no objects may prune everything this
+    /// Kustomization applied (Argo CD's `allowEmpty`). Without it such a revision is refused
+    /// (`Ready=False`, nothing pruned): a commit that empties a path by mistake deletes nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_empty: bool,
     /// Wait for every applied object to be healthy.
     #[serde(default)]
     pub wait: bool,

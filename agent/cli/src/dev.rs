@@ -152,6 +152,8 @@ pub async fn run_dev(client: kube::Client, dev: Dev) -> Result<()> {
                     deadline: skewer_appliers::wait::deadline_after(dev.wait.unwrap_or_default()),
                     previous: previous.clone(),
                     scope: Scope::default(),
+                    // Deleting every file of the directory one works on is meant.
+                    allow_empty: true,
                 };
                 let report = run(&applier, &memo, request).await;
                 previous = report.inventory.clone();

@@ -96,6 +96,7 @@ async fn library(s: &Setup, ns: &str) -> Result<Duration> {
         deadline: tokio::time::Instant::now() + Duration::from_secs(60),
         previous: Default::default(),
         scope: Default::default(),
+        allow_empty: false,
     };
     let start = Instant::now();
     let report = skewer_appliers::sync::run(&s.applier, &Untracked, request).await;

@@ -73,6 +73,9 @@ pub async fn sync_once(
         deadline: work.deadline,
         previous: before.clone(),
         scope: work.target().scope.clone(),
+        // `phase::decide` already refuses an automated sync that would empty it without
+        // `allowEmpty`; a sync a person asked for may empty it, as in Argo CD.
+        allow_empty: true,
     };
     let report = work.sync.run(request).await;
     status.inventory = Some(to_status(&report.inventory));

@@ -131,6 +131,7 @@ pub fn build(
         deadline,
         previous,
         scope,
+        allow_empty: spec.allow_empty,
     }
 }
 
@@ -172,7 +173,7 @@ pub fn failure(ks: &Kustomization, error: &SyncError) -> Failure {
         SyncError::Apply(errs) if !errs.is_empty() && errs.iter().all(|e| e.unreachable) => {
             Reason::ClusterUnavailable
         }
-        SyncError::Build(_) => Reason::BuildFailed,
+        SyncError::Build(_) | SyncError::Empty { .. } => Reason::BuildFailed,
         SyncError::Plan(_) | SyncError::Record(_) | SyncError::Apply(_) | SyncError::Scope(_) => {
             Reason::ReconciliationFailed
         }
@@ -184,6 +185,9 @@ pub fn failure(ks: &Kustomization, error: &SyncError) -> Failure {
         SyncError::Unhealthy(_) => {
             let timeout = ks.spec.timeout.as_deref().unwrap_or(&ks.spec.interval);
             format!("health check failed after {timeout} (spec.timeout): {error}")
+        }
+        SyncError::Empty { .. } => {
+            format!("{error} (set spec.allowEmpty: true to let an empty path prune everything)")
         }
         _ => error.to_string(),
     };

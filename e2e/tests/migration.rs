@@ -1,8 +1,10 @@
-//! Objects keep the annotations Flux and Argo CD users wrote on them (issue 25): Flux's
-//! `kustomize.toolkit.fluxcd.io/prune: disabled` and Argo CD's `sync-options: Prune=false`
-//! keep an object that left Git, Flux's `ssa: IfNotPresent` leaves a hand-made change alone,
-//! and Argo CD's `Delete=false` keeps an object when its Application is deleted. Against the
-//! real API server and a real Git server.
+//! Moving over from Flux or Argo CD loses nothing (issue 25). Objects keep the annotations
+//! their users wrote on them: Flux's `kustomize.toolkit.fluxcd.io/prune: disabled` and Argo
+//! CD's `sync-options: Prune=false` keep an object that left Git, Flux's `ssa: IfNotPresent`
+//! leaves a hand-made change alone, and Argo CD's `Delete=false` keeps an object when its
+//! Application is deleted. A commit that empties a path prunes nothing unless the
+//! Kustomization allows it (Argo CD's `allowEmpty`). Against the real API server and a real
+//! Git server.
 
 mod common;
 
@@ -139,5 +141,55 @@ async fn argo_delete_false_survives_its_applications_deletion() -> Result<()> {
         exists(c, "v1", "ConfigMap", &ns, "kept").await?.is_some(),
         "Delete=false was deleted with its Application"
     );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_emptied_path_prunes_nothing_unless_allowed() -> Result<()> {
+    let f = Fixture::new("empty-path").await?;
+    let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
+    for name in ["a", "b", "c"] {
+        repo.write(&format!("apps/{name}.yaml"), &annotated(&ns, name, "", "1"))?;
+    }
+    repo.write("apps/README.md", "What runs here.\n")?;
+    let first = repo.commit("three")?;
+    let _skewer = f.start(&[])?;
+    kustomization(&ns, "app", "src", "./apps", "  prune: true\n")?;
+    wait_applied(c, &ns, "app", &first).await?;
+
+    for name in ["a", "b", "c"] {
+        repo.remove(&format!("apps/{name}.yaml"))?;
+    }
+    repo.commit("emptied by mistake")?;
+    wait_failed(c, &ns, "app", |_, msg| {
+        msg.contains("renders no objects") && msg.contains("all 3") && msg.contains("allowEmpty")
+    })
+    .await?;
+    for name in ["a", "b", "c"] {
+        assert!(
+            exists(c, "v1", "ConfigMap", &ns, name).await?.is_some(),
+            "{name} was pruned by an empty path"
+        );
+    }
+
+    kustomization(
+        &ns,
+        "app",
+        "src",
+        "./apps",
+        "  prune: true\n  allowEmpty: true\n",
+    )?;
+    eventually("all three pruned once allowed", WAIT, || async {
+        let mut left = Vec::new();
+        for name in ["a", "b", "c"] {
+            if exists(c, "v1", "ConfigMap", &ns, name).await?.is_some() {
+                left.push(name);
+            }
+        }
+        Ok(left.is_empty().then_some(()))
+    })
+    .await?;
+    let st = status(c, &ns, "app").await?;
+    assert!(inventory_ids(&st).is_empty(), "{:?}", inventory_ids(&st));
     Ok(())
 }
