@@ -34,6 +34,7 @@ use crate::patch::{PatchSpec, apply_patches};
 use crate::prune::{PruneReport, Removal, prune};
 use crate::scope::Scope;
 use crate::secrets;
+use crate::substitute::Vars;
 use crate::transform::{Owner, Transform};
 use crate::wait;
 
@@ -62,6 +63,9 @@ pub struct SyncRequest {
     /// sync stops before anything is sent ([`SyncError::Empty`]): a commit that empties a
     /// path by mistake deletes nothing.
     pub allow_empty: bool,
+    /// Flux's post-build substitution: these variables are substituted into the built objects
+    /// before anything else reads them; `None`: no substitution.
+    pub substitute: Option<Vars>,
 }
 
 /// Which objects must be healthy for a sync to succeed.
@@ -299,6 +303,7 @@ pub async fn run(
         previous,
         scope,
         allow_empty,
+        substitute,
     } = request;
     let mut report = SyncReport {
         inventory: previous.clone(),
@@ -311,7 +316,7 @@ pub async fn run(
         report
     };
 
-    let manifests = match build(&files, &path, &patches) {
+    let manifests = match build(&files, &path, &patches, substitute.as_ref()) {
         Ok(m) => m,
         Err(e) => return fail(report, phases, SyncError::Build(e)),
     };
@@ -458,9 +463,13 @@ pub fn build(
     files: &[SourceFile],
     path: &str,
     patches: &[PatchSpec],
+    substitute: Option<&Vars>,
 ) -> Result<Vec<Manifest>, String> {
     let mut manifests = kustomize::render(files, path).map_err(|e| e.to_string())?;
     apply_patches(&mut manifests, patches).map_err(|e| e.to_string())?;
+    if let Some(vars) = substitute {
+        crate::substitute::apply(&mut manifests, vars)?;
+    }
     for m in &mut manifests {
         secrets::prepare(m).map_err(|e| format!("{} ({}): {e}", m.display(), m.origin))?;
     }
@@ -475,10 +484,11 @@ pub fn preview(
     files: &[SourceFile],
     path: &str,
     patches: &[PatchSpec],
+    substitute: Option<&Vars>,
     transform: &Transform,
     owner: Option<&Owner>,
 ) -> Result<Vec<Manifest>, SyncError> {
-    let mut manifests = build(files, path, patches).map_err(SyncError::Build)?;
+    let mut manifests = build(files, path, patches, substitute).map_err(SyncError::Build)?;
     let crds: Vec<Manifest> = manifests
         .iter()
         .filter(|m| m.kind() == "CustomResourceDefinition")
@@ -796,6 +806,7 @@ mod tests {
             previous: inventory(previous),
             scope: Scope::default(),
             allow_empty: false,
+            substitute: None,
         }
     }
 
@@ -1073,7 +1084,7 @@ mod tests {
             target_namespace: Some("team".into()),
             ..Default::default()
         };
-        let got = preview(&files, "", &[], &transform, Some(&owner)).unwrap();
+        let got = preview(&files, "", &[], None, &transform, Some(&owner)).unwrap();
         let order: Vec<String> = got.iter().map(|m| m.display()).collect();
         assert_eq!(
             order,
@@ -1088,7 +1099,7 @@ mod tests {
             got[2].object["metadata"]["labels"]["skewer.dev/name"],
             "apps"
         );
-        let bare = preview(&files, "", &[], &Transform::default(), None).unwrap();
+        let bare = preview(&files, "", &[], None, &Transform::default(), None).unwrap();
         assert_eq!(bare[2].object["metadata"]["namespace"], "default");
         assert!(bare[2].object["metadata"].get("labels").is_none());
     }

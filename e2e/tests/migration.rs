@@ -13,7 +13,13 @@ use common::apps::*;
 use common::*;
 use skewer_e2e::{eventually, kc, kc_apply};
 
-const WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+/// The `data` of ConfigMap `name` in `ns`.
+async fn configmap_data(c: &kube::Client, ns: &str, name: &str) -> Result<serde_json::Value> {
+    Ok(exists(c, "v1", "ConfigMap", ns, name)
+        .await?
+        .map(|o| o.data["data"].clone())
+        .unwrap_or_default())
+}
 
 /// A ConfigMap `name` in `ns` with `annotations` (a flow mapping's inside) and `v`.
 fn annotated(ns: &str, name: &str, annotations: &str, v: &str) -> String {
@@ -191,5 +197,96 @@ async fn an_emptied_path_prunes_nothing_unless_allowed() -> Result<()> {
     .await?;
     let st = status(c, &ns, "app").await?;
     assert!(inventory_ids(&st).is_empty(), "{:?}", inventory_ids(&st));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flux_kustomization_substitutes_its_variables() -> Result<()> {
+    let f = Fixture::new("postbuild").await?;
+    let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
+    repo.write(
+        "apps/settings.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings-${{cluster_env}}\n  namespace: {ns}\ndata:\n  env: ${{cluster_env}}\n  region: ${{cluster_region}}\n  tier: ${{tier:=standard}}\n  literal: $${{cluster_env}}\n  script: echo $HOME\n"
+        ),
+    )?;
+    repo.write(
+        "apps/web.yaml",
+        &format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  replicas: ${{replicas}}\n  selector:\n    matchLabels: {{app: web}}\n  template:\n    metadata:\n      labels: {{app: web}}\n    spec:\n      containers:\n      - name: web\n        image: nginx:${{nginx_tag:=1.25}}\n"
+        ),
+    )?;
+    // Kept out of substitution by Flux's annotation.
+    repo.write(
+        "apps/raw.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: raw\n  namespace: {ns}\n  annotations: {{kustomize.toolkit.fluxcd.io/substitute: disabled}}\ndata:\n  env: ${{cluster_env}}\n"
+        ),
+    )?;
+    let first = repo.commit("apps with variables")?;
+    kc_apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cluster-vars, namespace: {ns}}}\ndata: {{cluster_region: eu-central-1, replicas: \"2\"}}\n"
+    ))?;
+    let _skewer = f.start(&[])?;
+    // As in Flux's documentation, with only the apiVersion changed.
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Kustomization\nmetadata:\n  name: apps\n  namespace: {ns}\nspec:\n  interval: 1s\n  path: ./apps\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: src\n  postBuild:\n    substitute:\n      cluster_env: \"prod\"\n    substituteFrom:\n      - kind: ConfigMap\n        name: cluster-vars\n      - kind: Secret\n        name: cluster-secret-vars\n        optional: true\n"
+    ))?;
+    wait_applied(c, &ns, "apps", &first).await?;
+
+    let data = configmap_data(c, &ns, "settings-prod").await?;
+    assert_eq!(data["env"], "prod");
+    assert_eq!(data["region"], "eu-central-1", "from the ConfigMap");
+    assert_eq!(data["tier"], "standard", "the default");
+    assert_eq!(
+        data["literal"], "${cluster_env}",
+        "$${{x}} is written out as ${{x}}"
+    );
+    assert_eq!(
+        data["script"], "echo $HOME",
+        "$var without braces is left alone"
+    );
+    let web = exists(c, "apps/v1", "Deployment", &ns, "web").await?;
+    let web = web.map(|w| w.data["spec"].clone()).unwrap_or_default();
+    assert_eq!(web["replicas"], 2, "a number once substituted");
+    assert_eq!(
+        web["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.25"
+    );
+    assert_eq!(
+        configmap_data(c, &ns, "raw").await?["env"],
+        "${cluster_env}"
+    );
+
+    // A variable's ConfigMap changes without a commit: the next reconcile applies it.
+    kc(&[
+        "patch",
+        "configmap",
+        "cluster-vars",
+        "-n",
+        &ns,
+        "--type=merge",
+        "-p",
+        r#"{"data":{"cluster_region":"eu-west-1"}}"#,
+    ])?;
+    eventually("the new region applied", WAIT, || async {
+        let data = configmap_data(c, &ns, "settings-prod").await?;
+        Ok((data["region"] == "eu-west-1").then_some(()))
+    })
+    .await?;
+
+    // A required Secret that is missing: Ready=False naming it, and nothing else changes.
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Kustomization\nmetadata:\n  name: apps\n  namespace: {ns}\nspec:\n  interval: 1s\n  path: ./apps\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: src\n  postBuild:\n    substituteFrom:\n      - kind: Secret\n        name: cluster-secret-vars\n"
+    ))?;
+    wait_failed(c, &ns, "apps", |_, msg| {
+        msg.contains("spec.postBuild.substituteFrom[0]") && msg.contains("cluster-secret-vars")
+    })
+    .await?;
+    assert!(
+        exists(c, "v1", "ConfigMap", &ns, "settings-prod")
+            .await?
+            .is_some()
+    );
     Ok(())
 }

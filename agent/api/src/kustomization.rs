@@ -69,6 +69,9 @@ pub struct KustomizationSpec {
     pub common_metadata: Option<CommonMetadata>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub patches: Vec<Patch>,
+    /// What happens after the build (Flux's field): variable substitution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_build: Option<PostBuild>,
     /// Recreate objects whose immutable fields changed.
     #[serde(default)]
     pub force: bool,
@@ -78,6 +81,31 @@ pub struct KustomizationSpec {
     /// `MirrorPrune` (delete them if `prune`), `Delete`, or `Orphan`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_policy: Option<String>,
+}
+
+/// Flux's `postBuild`: variables substituted into the built objects (`${var}`,
+/// `${var:=default}`), from ConfigMaps and Secrets of the Kustomization's namespace in order
+/// (a later one overrides an earlier one), then from `substitute`, which overrides them all.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PostBuild {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub substitute: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub substitute_from: Vec<SubstituteReference>,
+}
+
+/// A ConfigMap or Secret whose data are variables.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SubstituteReference {
+    /// `ConfigMap` or `Secret`.
+    #[schemars(pattern(r"^(Secret|ConfigMap)$"))]
+    pub kind: String,
+    pub name: String,
+    /// A missing object is skipped instead of failing the reconcile.
+    #[serde(default)]
+    pub optional: bool,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

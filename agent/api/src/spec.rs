@@ -4,6 +4,7 @@
 
 use kube::{Resource, ResourceExt};
 use skewer_appliers::patch::{PatchSpec, Selector};
+use skewer_appliers::substitute::Vars;
 use skewer_appliers::transform::{Owner, Transform};
 
 use crate::Kustomization;
@@ -46,4 +47,18 @@ pub fn patches(ks: &Kustomization) -> Vec<PatchSpec> {
             allow_name_change: false,
         })
         .collect()
+}
+
+/// The variables `ks` names itself (`spec.postBuild.substitute`); `None` without a
+/// `postBuild`. Those of `substituteFrom` are read from the cluster by the controller, and
+/// these override them.
+pub fn inline_vars(ks: &Kustomization) -> Result<Option<Vars>, String> {
+    let Some(post) = &ks.spec.post_build else {
+        return Ok(None);
+    };
+    let mut vars = Vars::default();
+    for (k, v) in &post.substitute {
+        vars.insert(k, v, "spec.postBuild.substitute")?;
+    }
+    Ok(Some(vars))
 }

@@ -578,6 +578,7 @@ mod tests {
             &files,
             "clusters/prod",
             &[],
+            None,
             &Transform::default(),
             None,
         )

@@ -94,10 +94,25 @@ pub fn manifests(
         ),
         None => (Vec::new(), Transform::default(), None),
     };
+    let vars = match ks {
+        Some(ks) => spec::inline_vars(ks).map_err(|e| anyhow::anyhow!("{e}"))?,
+        None => None,
+    };
+    if ks.is_some_and(|ks| {
+        ks.spec
+            .post_build
+            .as_ref()
+            .is_some_and(|p| !p.substitute_from.is_empty())
+    }) {
+        eprintln!(
+            "note: spec.postBuild.substituteFrom is read from the cluster; this offline build substitutes spec.postBuild.substitute only"
+        );
+    }
     preview(
         &local.files,
         &local.relative,
         &patches,
+        vars.as_ref(),
         &transform,
         owner.as_ref(),
     )

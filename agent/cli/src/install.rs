@@ -41,7 +41,7 @@ fn install_manifests(image: &str) -> Result<Vec<skewer_appliers::Manifest>> {
             data: content.into_bytes(),
         })
         .collect();
-    skewer_appliers::sync::build(&files, "", &[])
+    skewer_appliers::sync::build(&files, "", &[], None)
         .map_err(|e| anyhow::anyhow!("the install manifests: {e}"))
 }
 

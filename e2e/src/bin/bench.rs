@@ -97,6 +97,7 @@ async fn library(s: &Setup, ns: &str) -> Result<Duration> {
         previous: Default::default(),
         scope: Default::default(),
         allow_empty: false,
+        substitute: None,
     };
     let start = Instant::now();
     let report = skewer_appliers::sync::run(&s.applier, &Untracked, request).await;

@@ -177,7 +177,7 @@ pub async fn diff(
         .await
         .map_err(|f| f.message)?;
     let (files, _) = select(files, &spec);
-    let manifests = skewer_appliers::sync::build(&files, &spec.path, &[])?;
+    let manifests = skewer_appliers::sync::build(&files, &spec.path, &[], None)?;
     let opts = deploy::apply_options(
         labels_owner(app),
         transform(&spec),
@@ -215,6 +215,7 @@ async fn compare_and_sync(
         &files,
         &spec.path,
         &[],
+        None,
         &transform(spec),
         Some(&owner_labels),
     )

@@ -76,6 +76,7 @@ pub async fn sync_once(
         // `phase::decide` already refuses an automated sync that would empty it without
         // `allowEmpty`; a sync a person asked for may empty it, as in Argo CD.
         allow_empty: true,
+        substitute: None,
     };
     let report = work.sync.run(request).await;
     status.inventory = Some(to_status(&report.inventory));

@@ -185,6 +185,12 @@ pub trait Deploy: Reconciled {
     fn settled(_status: &Self::Status) -> bool {
         true
     }
+    /// Whether its work reads objects that change without its revision or generation (a
+    /// Kustomization's `substituteFrom`): then every reconcile works (sending only what
+    /// changed), as the fast path could not see them change.
+    fn reads_objects(&self) -> bool {
+        false
+    }
     /// The source's revision is `Some(revision)`, or could not be had (`None`).
     fn fetched(_status: &mut Self::Status, _revision: Option<&str>) {}
     /// The Ready message of an applied revision.
@@ -356,7 +362,7 @@ impl<D: Deploy> Shared<'_, D> {
         let owner = owner_of(obj);
         let applied = (revision, obj.meta().generation, self.sync.target().epoch);
         let full = self.requested || self.asked;
-        let unchanged = !full && D::settled(status) && {
+        let unchanged = !full && !obj.reads_objects() && D::settled(status) && {
             let drift = ctx.drift.lock();
             drift.drifted(&owner).is_empty()
                 && drift.is_applied(&owner, applied, ctx.settings.full_sync)

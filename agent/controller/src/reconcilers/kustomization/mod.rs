@@ -3,6 +3,7 @@
 //! [`Deploy`]; the reconcile itself is the one deploy path ([`super::deploy`]).
 
 pub mod request;
+pub mod vars;
 
 use std::time::Duration;
 
@@ -127,6 +128,13 @@ impl Deploy for Kustomization {
         );
     }
 
+    fn reads_objects(&self) -> bool {
+        self.spec
+            .post_build
+            .as_ref()
+            .is_some_and(|p| !p.substitute_from.is_empty())
+    }
+
     async fn work(work: Work<'_, Self>, status: &mut KustomizationStatus) -> Outcome {
         sync(work, status).await.into()
     }
@@ -140,11 +148,28 @@ async fn sync(
     let (ks, ctx, revision) = (work.obj, work.ctx, work.revision);
     let previous = from_status(status.inventory.as_ref());
     let scope = work.target().scope.clone();
+    let vars = match &ks.spec.post_build {
+        Some(_) => {
+            // Read on the hub, as the Kustomization's own identity.
+            let key = crate::targets::TargetKey {
+                cluster: ClusterRef::Hub,
+                identity: work.target().key.identity.clone(),
+            };
+            let hub = ctx
+                .targets
+                .get(&key, &ks.namespace().unwrap_or_default())
+                .await
+                .map_err(|e| Failure::new(Reason::ClusterUnavailable, e.to_string()))?;
+            vars::load(&hub.client, ks).await?
+        }
+        None => None,
+    };
     let request = request::build(
         ks,
         work.files,
         previous,
         scope,
+        vars,
         &ctx.settings,
         work.deadline,
     );
@@ -195,6 +220,15 @@ mod tests {
         ks.metadata.namespace = Some("team".into());
         ks.metadata.generation = Some(4);
         ks
+    }
+
+    #[test]
+    fn only_variables_from_objects_keep_it_off_the_fast_path() {
+        assert!(!ks(json!({})).reads_objects());
+        assert!(!ks(json!({"postBuild": {"substitute": {"a": "b"}}})).reads_objects());
+        let from =
+            json!({"postBuild": {"substituteFrom": [{"kind": "ConfigMap", "name": "vars"}]}});
+        assert!(ks(from).reads_objects());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! the [`SyncRequest`] the pipeline runs; and the pipeline's errors turned back into the
 //! reasons and messages its status shows. Pure: tested without a cluster.
 
+use skewer_appliers::substitute::Vars;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -109,13 +110,14 @@ pub fn path(ks: &Kustomization) -> Result<String, Failure> {
         .map_err(|e| Failure::invalid(format!("spec.path: {e}")))
 }
 
-/// What one sync of `ks` does with `files`, given what it applied before (`previous`) and
-/// where its target allows it to act (`scope`).
+/// What one sync of `ks` does with `files`, given what it applied before (`previous`), where
+/// its target allows it to act (`scope`) and its `postBuild` variables (`vars`).
 pub fn build(
     ks: &Kustomization,
     files: Vec<SourceFile>,
     previous: Inventory,
     scope: Scope,
+    vars: Option<Vars>,
     settings: &Settings,
     deadline: Instant,
 ) -> SyncRequest {
@@ -132,6 +134,8 @@ pub fn build(
         previous,
         scope,
         allow_empty: spec.allow_empty,
+        // As Flux: no variables, no substitution (and `$$` stays as written).
+        substitute: vars.filter(|v| !v.is_empty()),
     }
 }
 
@@ -265,10 +269,15 @@ mod tests {
             Vec::new(),
             previous,
             scope.clone(),
+            Some(Vars::default()),
             &settings(),
             deadline,
         );
         assert_eq!(req.scope, scope);
+        assert_eq!(
+            req.substitute, None,
+            "no variables, no substitution (as Flux)"
+        );
         assert_eq!(req.path, "./apps");
         assert_eq!(req.prune, Some(PropagationPolicy::Background));
         assert_eq!(req.apply.owner, owner(&ks));
