@@ -102,7 +102,13 @@ async fn an_unsigned_commit_stops_at_the_last_verified_revision() -> Result<()> 
         "apiVersion: skewer.dev/v1alpha1\nkind: GitRepository\nmetadata: {{name: src, namespace: {ns}}}\nspec:\n  url: {}\n  interval: 1s\n  ref: {{branch: main}}\n  verify:\n    mode: HEAD\n    secretRef: {{name: trusted}}\n",
         repo.url
     ))?;
-    kustomization(&ns, "app", "src", "./", "  prune: true\n")?;
+    kustomization(
+        &ns,
+        "app",
+        "src",
+        "./",
+        "  prune: true\n  allowEmpty: true\n",
+    )?;
     wait_applied(c, &ns, "app", &signed).await?;
     let message = wait_source_verified::<GitRepository>(c, &ns, "src").await?;
     assert_eq!(

@@ -290,3 +290,41 @@ async fn a_flux_kustomization_substitutes_its_variables() -> Result<()> {
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fluxs_fields_it_does_not_do_are_kept_and_refused_by_name() -> Result<()> {
+    let f = Fixture::new("flux-fields").await?;
+    let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
+    repo.write("apps/cm.yaml", &annotated(&ns, "cfg", "", "1"))?;
+    repo.commit("one")?;
+    let _skewer = f.start(&[])?;
+    kustomization(
+        &ns,
+        "app",
+        "src",
+        "./apps",
+        "  namePrefix: prod-\n  decryption: {provider: sops, secretRef: {name: sops-age}}\n",
+    )?;
+    wait_failed(c, &ns, "app", |reason, msg| {
+        reason == "InvalidSpec"
+            && msg.contains("spec.namePrefix ")
+            && msg.contains("spec.decryption ")
+    })
+    .await?;
+    // The API server kept both: nothing vanished.
+    let spec = kc(&[
+        "get",
+        "kustomization",
+        "app",
+        "-n",
+        &ns,
+        "-o",
+        "jsonpath={.spec.namePrefix} {.spec.decryption.provider}",
+    ])?;
+    assert_eq!(spec.trim(), "prod- sops");
+    assert!(
+        exists(c, "v1", "ConfigMap", &ns, "cfg").await?.is_none(),
+        "nothing applied"
+    );
+    Ok(())
+}

@@ -11,17 +11,7 @@ use serde_json::Value;
 use super::Condition;
 use super::kustomization::ResourceInventory;
 
-/// Any JSON object, kept as written (the fields skewer refuses by name).
-fn any_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
-}
-
-fn any_objects(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "type": "array",
-        "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
-    })
-}
+use super::{any_object, any_objects};
 
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(

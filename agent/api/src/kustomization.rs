@@ -81,6 +81,81 @@ pub struct KustomizationSpec {
     /// `MirrorPrune` (delete them if `prune`), `Delete`, or `Orphan`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_policy: Option<String>,
+    /// Flux's fields skewer does not do yet, kept in the schema so that the reconciler refuses
+    /// them by name (`Stalled`) instead of the API server dropping them without a word.
+    #[serde(flatten)]
+    pub refused: FluxOnly,
+}
+
+/// Flux's Kustomization fields skewer refuses, each with what to do instead
+/// ([`FluxOnly::refusals`]).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FluxOnly {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::any_object")]
+    pub decryption: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_prefix: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_suffix: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "super::any_objects")]
+    pub images: Vec<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub components: Vec<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_missing_components: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub build_metadata: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "super::any_objects")]
+    pub health_check_exprs: Vec<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "super::any_objects")]
+    pub ignore: Vec<serde_json::Value>,
+}
+
+impl FluxOnly {
+    /// Each field set, with what to do instead.
+    pub fn refusals(&self) -> Vec<String> {
+        let kustomize = |field: &str, instead: &str| {
+            format!("spec.{field} is not supported by skewer: {instead}")
+        };
+        let mut out = Vec::new();
+        if self.decryption.is_some() {
+            out.push(kustomize("decryption", "SOPS decryption is not done yet; keep such Secrets out of this path or apply them another way"));
+        }
+        for (field, set) in [
+            ("namePrefix", self.name_prefix.is_some()),
+            ("nameSuffix", self.name_suffix.is_some()),
+            ("images", !self.images.is_empty()),
+            ("components", !self.components.is_empty()),
+        ] {
+            if set {
+                out.push(kustomize(field, &format!("write `{field}` in a kustomization.yaml at spec.path, which skewer builds as kustomize does")));
+            }
+        }
+        if self.ignore_missing_components {
+            out.push(kustomize(
+                "ignoreMissingComponents",
+                "list only components that exist, in a kustomization.yaml at spec.path",
+            ));
+        }
+        if !self.build_metadata.is_empty() {
+            out.push(kustomize(
+                "buildMetadata",
+                "every applied object already carries skewer.dev/origin (file and document)",
+            ));
+        }
+        if !self.health_check_exprs.is_empty() {
+            out.push(kustomize("healthCheckExprs", "CEL health checks are not evaluated; use healthChecks (kstatus and the Ready condition)"));
+        }
+        if !self.ignore.is_empty() {
+            out.push(kustomize("ignore", "drift-ignore rules are not applied; drop the field from the objects in Git, or annotate them kustomize.toolkit.fluxcd.io/ssa: IfNotPresent"));
+        }
+        out
+    }
 }
 
 /// Flux's `postBuild`: variables substituted into the built objects (`${var}`,
@@ -89,6 +164,11 @@ pub struct KustomizationSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PostBuild {
+    /// `WithVariables` (the default): substitute only when there are variables; `Always`:
+    /// also when there are none (expressions with defaults, `$$` escapes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(r"^(WithVariables|Always)$"))]
+    pub substitute_strategy: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub substitute: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -239,4 +319,107 @@ pub struct ResourceInventory {
 pub struct InventoryEntry {
     pub id: String,
     pub v: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::CustomResourceExt;
+
+    /// The fields of Flux's `kustomize.toolkit.fluxcd.io/v1` Kustomization spec and its
+    /// `postBuild`, as kustomize-controller's API types name them (read from
+    /// fluxcd/kustomize-controller `api/v1/kustomization_types.go`, 2026-11).
+    const FLUX_SPEC: &[&str] = &[
+        "commonMetadata",
+        "dependsOn",
+        "decryption",
+        "interval",
+        "retryInterval",
+        "kubeConfig",
+        "path",
+        "postBuild",
+        "prune",
+        "deletionPolicy",
+        "healthChecks",
+        "namePrefix",
+        "nameSuffix",
+        "patches",
+        "images",
+        "serviceAccountName",
+        "sourceRef",
+        "suspend",
+        "targetNamespace",
+        "timeout",
+        "force",
+        "wait",
+        "buildMetadata",
+        "components",
+        "ignoreMissingComponents",
+        "healthCheckExprs",
+        "ignore",
+    ];
+    const FLUX_POST_BUILD: &[&str] = &["substituteStrategy", "substitute", "substituteFrom"];
+
+    /// Fields skewer keeps in its schema only to refuse them (see `FluxOnly::refusals`).
+    const REFUSED: &[&str] = &[
+        "decryption",
+        "namePrefix",
+        "nameSuffix",
+        "images",
+        "components",
+        "ignoreMissingComponents",
+        "buildMetadata",
+        "healthCheckExprs",
+        "ignore",
+    ];
+
+    #[test]
+    fn every_flux_field_is_kept_by_the_schema_and_each_refused_one_is_refused() {
+        let crd = serde_json::to_value(Kustomization::crd()).unwrap();
+        let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        for field in FLUX_SPEC {
+            assert!(
+                spec["properties"][field].is_object(),
+                "spec.{field}: the API server would drop it (not in the schema)"
+            );
+        }
+        for field in FLUX_POST_BUILD {
+            assert!(
+                spec["properties"]["postBuild"]["properties"][field].is_object(),
+                "spec.postBuild.{field}: not in the schema"
+            );
+        }
+        // Each refused field, set as a Flux user writes it, is refused by name.
+        let mut json = serde_json::json!({
+            "sourceRef": {"kind": "GitRepository", "name": "src"},
+            "interval": "1m",
+            "decryption": {"provider": "sops", "secretRef": {"name": "sops-age"}},
+            "namePrefix": "p-", "nameSuffix": "-s",
+            "images": [{"name": "nginx", "newTag": "1.25"}],
+            "components": ["../c"], "ignoreMissingComponents": true,
+            "buildMetadata": ["originAnnotations"],
+            "healthCheckExprs": [{"apiVersion": "x/v1", "kind": "X", "current": "true"}],
+            "ignore": [{"paths": ["/spec/replicas"]}],
+        });
+        let parsed: KustomizationSpec = serde_json::from_value(json.take()).unwrap();
+        let refusals = parsed.refused.refusals();
+        for field in REFUSED {
+            assert!(
+                refusals
+                    .iter()
+                    .any(|r| r.starts_with(&format!("spec.{field} "))),
+                "spec.{field} is not refused: {refusals:#?}"
+            );
+        }
+        assert_eq!(refusals.len(), REFUSED.len());
+        let plain: KustomizationSpec = serde_json::from_value(serde_json::json!({
+            "sourceRef": {"kind": "GitRepository", "name": "src"}, "interval": "1m",
+        }))
+        .unwrap();
+        assert!(plain.refused.refusals().is_empty());
+        let typo = serde_json::from_value::<KustomizationSpec>(serde_json::json!({
+            "sourceRef": {"kind": "GitRepository", "name": "src"}, "interval": "1m", "prunee": true,
+        }));
+        assert!(typo.is_err(), "unknown fields are still refused");
+    }
 }

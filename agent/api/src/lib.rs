@@ -51,6 +51,20 @@ pub struct LocalObjectReference {
     pub name: String,
 }
 
+/// Any JSON object, kept as written (the fields skewer refuses by name, so that the API server
+/// does not drop them silently).
+fn any_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+}
+
+/// A list of any JSON objects, kept as written.
+fn any_objects(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+    })
+}
+
 /// An `Api` over one namespace, or all of them.
 pub fn scoped<K>(client: &kube::Client, namespace: Option<&str>) -> kube::Api<K>
 where

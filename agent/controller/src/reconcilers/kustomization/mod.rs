@@ -33,6 +33,10 @@ impl Deploy for Kustomization {
     const NAMES_SOURCES: bool = true;
 
     fn spec(&self, settings: &Settings) -> Result<Spec, Failure> {
+        let refused = self.spec.refused.refusals();
+        if !refused.is_empty() {
+            return Err(Failure::invalid(refused.join("; ")));
+        }
         let (schedule, timeout) = request::schedule(self)?;
         request::references(self, settings)?;
         Ok(Spec {
@@ -220,6 +224,26 @@ mod tests {
         ks.metadata.namespace = Some("team".into());
         ks.metadata.generation = Some(4);
         ks
+    }
+
+    #[test]
+    fn fluxs_fields_it_does_not_do_stall_it_by_name() {
+        let settings = Settings::for_tests();
+        let e = ks(json!({"namePrefix": "p-", "decryption": {"provider": "sops"}}))
+            .spec(&settings)
+            .err()
+            .unwrap();
+        assert_eq!(e.reason, Reason::InvalidSpec);
+        assert!(
+            e.message.contains("spec.decryption ") && e.message.contains("spec.namePrefix "),
+            "{}",
+            e.message
+        );
+        assert!(
+            e.message.contains("kustomization.yaml"),
+            "says what to do instead: {}",
+            e.message
+        );
     }
 
     #[test]

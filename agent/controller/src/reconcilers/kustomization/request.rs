@@ -134,8 +134,16 @@ pub fn build(
         previous,
         scope,
         allow_empty: spec.allow_empty,
-        // As Flux: no variables, no substitution (and `$$` stays as written).
-        substitute: vars.filter(|v| !v.is_empty()),
+        // As Flux: no variables, no substitution (and `$$` stays as written), unless
+        // `substituteStrategy: Always`.
+        substitute: vars.filter(|v| {
+            let always = spec
+                .post_build
+                .as_ref()
+                .and_then(|p| p.substitute_strategy.as_deref())
+                == Some("Always");
+            always || !v.is_empty()
+        }),
     }
 }
 
@@ -277,6 +285,25 @@ mod tests {
         assert_eq!(
             req.substitute, None,
             "no variables, no substitution (as Flux)"
+        );
+        let mut always = ks.clone();
+        always.spec.post_build = Some(crate::api::kustomization::PostBuild {
+            substitute_strategy: Some("Always".into()),
+            ..Default::default()
+        });
+        let req = build(
+            &always,
+            Vec::new(),
+            Inventory::default(),
+            scope.clone(),
+            Some(Vars::default()),
+            &settings(),
+            deadline,
+        );
+        assert_eq!(
+            req.substitute,
+            Some(Vars::default()),
+            "Always substitutes without variables"
         );
         assert_eq!(req.path, "./apps");
         assert_eq!(req.prune, Some(PropagationPolicy::Background));
