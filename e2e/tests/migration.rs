@@ -328,3 +328,117 @@ async fn fluxs_fields_it_does_not_do_are_kept_and_refused_by_name() -> Result<()
     );
     Ok(())
 }
+
+/// Flux's documented GitRepository and OCIRepository and Argo CD's documented Application,
+/// with the apiVersion changed and the fields skewer does not do added: every field is kept by
+/// the API server, and each one skewer does not do is refused by name. Without them, the same
+/// GitRepository fetches.
+#[tokio::test(flavor = "multi_thread")]
+async fn sources_and_applications_keep_and_refuse_their_anchors_fields() -> Result<()> {
+    let f = Fixture::new("anchor-fields").await?;
+    let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
+    repo.write("apps/cm.yaml", &annotated(&ns, "cfg", "", "1"))?;
+    let commit = repo.commit("one")?;
+    let _skewer = f.start(&[])?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: GitRepository\nmetadata: {{name: podinfo, namespace: {ns}}}\nspec:\n  interval: 5m0s\n  url: {}\n  ref: {{branch: main}}\n  recurseSubmodules: true\n  sparseCheckout: [apps]\n  include: [{{repository: {{name: other}}, fromPath: deploy, toPath: other}}]\n  gitImplementation: go-git\n",
+        repo.url
+    ))?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: OCIRepository\nmetadata: {{name: podinfo, namespace: {ns}}}\nspec:\n  interval: 5m0s\n  url: oci://ghcr.io/stefanprodan/manifests/podinfo\n  ref: {{semver: '>=6.0.0', semverFilter: '.*'}}\n  certSecretRef: {{name: registry-ca}}\n"
+    ))?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: guestbook, namespace: {ns}}}\nspec:\n  project: default\n  source:\n    repoURL: {}\n    targetRevision: HEAD\n    path: apps\n    name: guestbook\n  sourceHydrator: {{drySource: {{repoURL: {}, path: apps, targetRevision: HEAD}}, syncSource: {{targetBranch: env/dev, path: dev}}}}\n  destination: {{server: https://kubernetes.default.svc, namespace: {ns}}}\n",
+        repo.url, repo.url
+    ))?;
+    use skewer_api::{GitRepository, OCIRepository};
+    let (_, git) = wait_source_condition_of::<GitRepository>(
+        c,
+        &ns,
+        "podinfo",
+        "Ready",
+        "False",
+        |reason, _| reason == "InvalidSpec",
+    )
+    .await?;
+    for field in ["recurseSubmodules", "sparseCheckout", "include"] {
+        assert!(
+            git.contains(&format!("spec.{field} is not supported")),
+            "{field}: {git}"
+        );
+    }
+    assert!(
+        !git.contains("gitImplementation"),
+        "a field Flux itself ignores is accepted: {git}"
+    );
+    let (_, oci) = wait_source_condition_of::<OCIRepository>(
+        c,
+        &ns,
+        "podinfo",
+        "Ready",
+        "False",
+        |reason, _| reason == "InvalidSpec",
+    )
+    .await?;
+    assert!(
+        oci.starts_with("spec.certSecretRef is not supported"),
+        "{oci}"
+    );
+    wait_app(c, &ns, "guestbook", "refused", |st| {
+        let m = ready_message(st);
+        if m.starts_with("False InvalidSpec spec.sourceHydrator") {
+            Ok(())
+        } else {
+            anyhow::bail!("{m}")
+        }
+    })
+    .await?;
+    // Nothing vanished.
+    for (kind, name, path, want) in [
+        (
+            "gitrepository",
+            "podinfo",
+            "{.spec.recurseSubmodules} {.spec.sparseCheckout[0]} {.spec.include[0].toPath} {.spec.gitImplementation}",
+            "true apps other go-git",
+        ),
+        (
+            "ocirepository",
+            "podinfo",
+            "{.spec.certSecretRef.name} {.spec.ref.semverFilter}",
+            "registry-ca .*",
+        ),
+        (
+            "application",
+            "guestbook",
+            "{.spec.sourceHydrator.syncSource.targetBranch} {.spec.source.name}",
+            "env/dev guestbook",
+        ),
+    ] {
+        let got = kc(&[
+            "get",
+            kind,
+            name,
+            "-n",
+            &ns,
+            "-o",
+            &format!("jsonpath={path}"),
+        ])?;
+        assert_eq!(got.trim(), want, "{kind}");
+    }
+    // The refused fields removed, the same GitRepository fetches.
+    kc(&[
+        "patch",
+        "gitrepository",
+        "podinfo",
+        "-n",
+        &ns,
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/spec/recurseSubmodules"},{"op":"remove","path":"/spec/sparseCheckout"},{"op":"remove","path":"/spec/include"}]"#,
+    ])?;
+    wait_source_condition_of::<GitRepository>(c, &ns, "podinfo", "Ready", "True", |_, m| {
+        m.contains(&commit)
+    })
+    .await?;
+    Ok(())
+}

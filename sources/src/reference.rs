@@ -182,6 +182,16 @@ pub fn highest_matching<'a>(
         .map(|(_, tag)| tag))
 }
 
+/// Compiles a regular expression from a user's spec with a bound on the memory it may take
+/// (1 MiB compiled): a hostile pattern is an error, not a gigabyte.
+pub fn bounded_regex(pattern: &str) -> Result<regex::Regex, String> {
+    regex::RegexBuilder::new(pattern)
+        .size_limit(1 << 20)
+        .dfa_size_limit(1 << 20)
+        .build()
+        .map_err(|e| format!("'{pattern}' is not a valid regular expression: {e}"))
+}
+
 /// Parses a constraint as Flux users write it: comparators separated by spaces or commas
 /// (`>=1.2.0 <2.0.0`, `~1.2`, `1.x`).
 fn parse_constraint(constraint: &str) -> Result<semver::VersionReq, RefError> {

@@ -49,6 +49,10 @@ pub struct ApplicationSpec {
     /// Accepted, shown as written.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub info: Vec<Info>,
+    /// Rendered-manifest hydration: refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "any_object")]
+    pub source_hydrator: Option<Value>,
     /// Accepted; skewer keeps no sync history beyond `status.operationState`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision_history_limit: Option<i64>,
@@ -98,6 +102,12 @@ pub struct ApplicationSource {
     /// Multi-source references: refused.
     #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
     pub reference: Option<String>,
+    /// A source's display name (Argo CD uses it among several sources): accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// A prefix stripped from tags before semver matching: refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag_prefix: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -115,6 +125,9 @@ pub struct Directory {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "any_object")]
     pub jsonnet: Option<Value>,
+    /// Read files of every extension: refused (only `.yaml`, `.yml` and `.json` hold objects).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disable_extension_filter: bool,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -171,6 +184,10 @@ pub struct Retry {
     pub limit: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backoff: Option<Backoff>,
+    /// Retry with the newest revision rather than the failed one: accepted, and always so
+    /// (each retry reads the source again).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refresh: bool,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

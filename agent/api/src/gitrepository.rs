@@ -45,6 +45,89 @@ pub struct GitRepositorySpec {
     pub ignore: Option<String>,
     #[serde(default)]
     pub suspend: bool,
+    /// Flux's fields skewer does not do, kept in the schema so that the reconciler refuses them
+    /// by name instead of the API server dropping them without a word.
+    #[serde(flatten)]
+    pub refused: GitOnlyInFlux,
+}
+
+/// Flux's GitRepository fields (v1 and v1beta2) beyond what skewer does, each either accepted
+/// as Flux itself treats it or refused with what to do instead ([`GitOnlyInFlux::refusals`]).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GitOnlyInFlux {
+    /// `generic` (credentials from `secretRef`) is accepted; cloud providers are refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_secret_ref: Option<LocalObjectReference>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recurse_submodules: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "super::any_objects")]
+    pub include: Vec<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sparse_checkout: Vec<String>,
+    /// v1beta2's, which Flux itself ignores (one Git implementation since v0.36): ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_implementation: Option<String>,
+    /// v1beta2's cross-namespace access list, which Flux never implemented: ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::any_object")]
+    pub access_from: Option<serde_json::Value>,
+}
+
+impl GitOnlyInFlux {
+    /// Each field set that skewer does not do, with what to do instead.
+    pub fn refusals(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut refuse = |field: &str, instead: &str| {
+            out.push(format!(
+                "spec.{field} is not supported by skewer: {instead}"
+            ))
+        };
+        if let Some(p) = self.provider.as_deref().filter(|p| *p != "generic") {
+            refuse(
+                "provider",
+                &format!(
+                    "'{p}' needs cloud credentials skewer does not hold; use 'generic' with spec.secretRef (a token or an SSH key)"
+                ),
+            );
+        }
+        if self.service_account_name.is_some() {
+            refuse(
+                "serviceAccountName",
+                "workload identity is not used; put the credentials in the Secret of spec.secretRef",
+            );
+        }
+        if self.proxy_secret_ref.is_some() {
+            refuse(
+                "proxySecretRef",
+                "fetching through a proxy is not done; reach the Git host directly",
+            );
+        }
+        if self.recurse_submodules {
+            refuse(
+                "recurseSubmodules",
+                "submodules are not fetched; add the submodule's repository as its own GitRepository",
+            );
+        }
+        if !self.include.is_empty() {
+            refuse(
+                "include",
+                "other repositories are not merged into the artifact; give each its own GitRepository and Kustomization",
+            );
+        }
+        if !self.sparse_checkout.is_empty() {
+            refuse(
+                "sparseCheckout",
+                "leave other directories out with spec.ignore instead (for example '/*' then '!/clusters/')",
+            );
+        }
+        out
+    }
 }
 
 /// Signature verification: what must be signed, and the trusted keys (`*.asc` OpenPGP public
@@ -90,3 +173,54 @@ pub struct GitRepositoryRef {
 
 /// A GitRepository's status: a source's.
 pub type GitRepositoryStatus = super::source::SourceStatus;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::anchors::parse;
+
+    #[test]
+    fn fluxs_fields_skewer_does_not_do_are_refused_by_name() {
+        let spec: GitRepositorySpec = parse(
+            r#"
+url: https://github.com/org/repo
+interval: 5m
+provider: azure
+serviceAccountName: flux-git
+proxySecretRef: {name: proxy}
+recurseSubmodules: true
+include: [{repository: {name: other}, fromPath: deploy, toPath: other}]
+sparseCheckout: [clusters/prod]
+"#,
+        );
+        let refused = spec.refused.refusals();
+        for field in [
+            "provider",
+            "serviceAccountName",
+            "proxySecretRef",
+            "recurseSubmodules",
+            "include",
+            "sparseCheckout",
+        ] {
+            assert!(
+                refused
+                    .iter()
+                    .any(|r| r.starts_with(&format!("spec.{field} is not supported"))),
+                "spec.{field} not refused: {refused:#?}"
+            );
+        }
+        assert_eq!(refused.len(), 6);
+        // What Flux itself accepts as a no-op (v1beta2) or as the default is accepted.
+        let accepted: GitRepositorySpec = parse(
+            r#"
+url: https://github.com/org/repo
+interval: 5m
+provider: generic
+recurseSubmodules: false
+gitImplementation: go-git
+accessFrom: {namespaceSelectors: [{matchLabels: {team: a}}]}
+"#,
+        );
+        assert_eq!(accepted.refused.refusals(), Vec::<String>::new());
+    }
+}

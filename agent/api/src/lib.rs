@@ -5,6 +5,8 @@
 //! (`manifests`), and how skewer lists and watches (`watch`, [`scoped`]). Of skewer's crates
 //! it depends on `appliers` only.
 
+#[cfg(test)]
+mod anchors;
 pub mod application;
 pub mod conditions;
 pub mod duration;

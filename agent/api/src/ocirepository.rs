@@ -57,6 +57,54 @@ pub struct OCIRepositorySpec {
     pub ignore: Option<String>,
     #[serde(default)]
     pub suspend: bool,
+    /// Flux's fields skewer does not do, kept in the schema so that the reconciler refuses them
+    /// by name instead of the API server dropping them without a word.
+    #[serde(flatten)]
+    pub refused: OciOnlyInFlux,
+}
+
+/// Flux's OCIRepository fields (v1 and v1beta2) skewer refuses, each with what to do instead
+/// ([`OciOnlyInFlux::refusals`]).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OciOnlyInFlux {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_secret_ref: Option<LocalObjectReference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_secret_ref: Option<LocalObjectReference>,
+}
+
+impl OciOnlyInFlux {
+    /// Each field set, with what to do instead.
+    pub fn refusals(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (field, set, instead) in [
+            (
+                "serviceAccountName",
+                self.service_account_name.is_some(),
+                "image pull secrets are not read from ServiceAccounts; name the dockerconfigjson Secret in spec.secretRef",
+            ),
+            (
+                "certSecretRef",
+                self.cert_secret_ref.is_some(),
+                "custom registry CAs and client certificates are not used; serve the registry with a certificate the system trusts",
+            ),
+            (
+                "proxySecretRef",
+                self.proxy_secret_ref.is_some(),
+                "pulling through a proxy is not done; reach the registry directly",
+            ),
+        ] {
+            if set {
+                out.push(format!(
+                    "spec.{field} is not supported by skewer: {instead}"
+                ));
+            }
+        }
+        out
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -67,6 +115,9 @@ pub struct OCIRepositoryRef {
     /// The highest tag satisfying a version constraint, like `>=1.2.0 <2.0.0`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub semver: Option<String>,
+    /// A regular expression tags must match before `semver` picks among them (like `.*-rc.*`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semver_filter: Option<String>,
     /// A manifest digest, `sha256:<hex>`: pins the artifact.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
@@ -121,6 +172,36 @@ pub struct OIDCIdentityMatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::anchors::parse;
+
+    #[test]
+    fn fluxs_fields_skewer_does_not_do_are_refused_by_name() {
+        let spec: OCIRepositorySpec = parse(
+            r#"
+url: oci://ghcr.io/org/manifests
+interval: 5m
+ref: {semver: ">=1.0.0-0", semverFilter: ".*-rc.*"}
+serviceAccountName: puller
+certSecretRef: {name: registry-ca}
+proxySecretRef: {name: proxy}
+"#,
+        );
+        let refused = spec.refused.refusals();
+        for field in ["serviceAccountName", "certSecretRef", "proxySecretRef"] {
+            assert!(
+                refused
+                    .iter()
+                    .any(|r| r.starts_with(&format!("spec.{field} is not supported"))),
+                "spec.{field} not refused: {refused:#?}"
+            );
+        }
+        assert_eq!(refused.len(), 3);
+        assert_eq!(
+            spec.reference.and_then(|r| r.semver_filter).as_deref(),
+            Some(".*-rc.*"),
+            "semverFilter is implemented, not refused"
+        );
+    }
 
     /// An OCIRepository as Flux's documentation writes one reads unchanged.
     #[test]

@@ -163,8 +163,8 @@ pub async fn pull(
     }
     let reference = OciRef {
         tag: address.tag.clone(),
-        semver: None,
         digest: address.digest.clone(),
+        ..OciRef::default()
     };
     let registry = with_bar(Registry::new(&access)?, "pulling");
     let resolved = oci::resolve(&registry, &address.repo, &reference).await?;

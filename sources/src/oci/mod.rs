@@ -176,6 +176,8 @@ pub fn is_digest(s: &str) -> bool {
 pub struct OciRef {
     pub tag: Option<String>,
     pub semver: Option<String>,
+    /// A regular expression tags must match before `semver` picks among them.
+    pub semver_filter: Option<String>,
     pub digest: Option<String>,
 }
 
@@ -194,6 +196,8 @@ pub enum PickError {
     Semver(RefError),
     #[error("no tag in the repository satisfies semver '{0}'")]
     NoSemverMatch(String),
+    #[error("spec.ref.semverFilter: {0}")]
+    BadFilter(String),
 }
 
 impl OciRef {
@@ -211,7 +215,17 @@ impl OciRef {
             return Ok(Pick::Digest(digest.to_ascii_lowercase()));
         }
         if let Some(constraint) = &self.semver {
-            let best = highest_matching(constraint, tags.iter().map(String::as_str))
+            let filter = self
+                .semver_filter
+                .as_deref()
+                .map(crate::reference::bounded_regex)
+                .transpose()
+                .map_err(PickError::BadFilter)?;
+            let candidates = tags
+                .iter()
+                .map(String::as_str)
+                .filter(|t| filter.as_ref().is_none_or(|f| f.is_match(t)));
+            let best = highest_matching(constraint, candidates)
                 .map_err(PickError::Semver)?
                 .ok_or_else(|| PickError::NoSemverMatch(constraint.clone()))?;
             return Ok(Pick::Tag(best.to_string()));
@@ -394,6 +408,7 @@ mod tests {
         let all = OciRef {
             tag: Some("nightly".into()),
             semver: Some(">=1.0.0 <2.0.0".into()),
+            semver_filter: None,
             digest: Some(digest.clone()),
         };
         assert!(!all.needs_tags());
@@ -417,6 +432,33 @@ mod tests {
         assert_eq!(
             none.pick(&tags),
             Err(PickError::NoSemverMatch(">=3".into()))
+        );
+        // semverFilter narrows the tags semver picks among (Flux's field).
+        let filtered = OciRef {
+            semver_filter: Some(r"^v".into()),
+            ..semver.clone()
+        };
+        assert_eq!(filtered.pick(&tags), Ok(Pick::Tag("v1.2.0".into())));
+        let nothing = OciRef {
+            semver_filter: Some("^rc-".into()),
+            ..semver.clone()
+        };
+        assert!(matches!(
+            nothing.pick(&tags),
+            Err(PickError::NoSemverMatch(_))
+        ));
+        let broken = OciRef {
+            semver_filter: Some("(".into()),
+            ..semver.clone()
+        };
+        assert!(matches!(broken.pick(&tags), Err(PickError::BadFilter(_))));
+        let huge = OciRef {
+            semver_filter: Some("(a{1000}){1000}".into()),
+            ..semver.clone()
+        };
+        assert!(
+            matches!(huge.pick(&tags), Err(PickError::BadFilter(_))),
+            "a pattern that would compile to gigabytes is refused"
         );
         let bad = OciRef {
             digest: Some("sha256:xyz".into()),

@@ -55,6 +55,10 @@ async fn fetch(
     let spec = &repo.spec;
     let ns = repo.namespace().unwrap_or_default();
     let key = store_key::<GitRepository>(&ns, &repo.name_any());
+    let refused = spec.refused.refusals();
+    if !refused.is_empty() {
+        return Err(FetchError::Invalid(refused.join("; ")));
+    }
     let timeout = match &spec.timeout {
         Some(t) => duration::field("timeout", t).map_err(FetchError::Invalid)?,
         None => Duration::from_secs(60),

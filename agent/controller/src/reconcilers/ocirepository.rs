@@ -84,6 +84,10 @@ async fn fetch(
     let ns = repo.namespace().unwrap_or_default();
     let key = store_key::<OCIRepository>(&ns, &repo.name_any());
     let repository = Repository::parse(&spec.url).map_err(pull_failure)?;
+    let refused = spec.refused.refusals();
+    if !refused.is_empty() {
+        return Err(Failure::invalid(refused.join("; ")));
+    }
     if let Some(p) = spec.provider.as_deref().filter(|p| *p != "generic") {
         return Err(Failure::invalid(format!(
             "spec.provider: '{p}' is not supported: credentials come from spec.secretRef (generic)"
@@ -119,6 +123,7 @@ async fn fetch(
             reference: OciRef {
                 tag: r.tag,
                 semver: r.semver,
+                semver_filter: r.semver_filter,
                 digest: r.digest,
             },
             reference_field: None,

@@ -158,6 +158,23 @@ pub fn spec(app: &Application, settings: &Settings) -> Result<Spec, Failure> {
             "Jsonnet is not supported",
         ),
         (
+            src.directory
+                .as_ref()
+                .is_some_and(|d| d.disable_extension_filter),
+            "spec.source.directory.disableExtensionFilter",
+            "only .yaml, .yml and .json files are read; rename the files that hold objects",
+        ),
+        (
+            src.tag_prefix.is_some(),
+            "spec.source.tagPrefix",
+            "not supported; write the prefix in targetRevision (a tag, or a version range over tags like v1.*)",
+        ),
+        (
+            s.source_hydrator.is_some(),
+            "spec.sourceHydrator",
+            "manifest hydration is not supported; point spec.source at the rendered manifests",
+        ),
+        (
             s.sync_policy
                 .as_ref()
                 .is_some_and(|p| p.managed_namespace_metadata.is_some()),
@@ -415,6 +432,18 @@ syncPolicy:
             (
                 "ignoreDifferences: [{group: apps, kind: Deployment}]",
                 "spec.ignoreDifferences",
+            ),
+            (
+                "sourceHydrator: {drySource: {repoURL: https://g/x.git, path: ., targetRevision: HEAD}}",
+                "spec.sourceHydrator",
+            ),
+            (
+                "source: {repoURL: https://g/x.git, tagPrefix: app/}",
+                "spec.source.tagPrefix",
+            ),
+            (
+                "source: {repoURL: https://g/x.git, directory: {disableExtensionFilter: true}}",
+                "spec.source.directory.disableExtensionFilter",
             ),
             (
                 "source: {repoURL: https://g/x.git, directory: {exclude: '{a'}}",
