@@ -24,6 +24,7 @@ pub mod resources;
 pub mod scope;
 pub mod secrets;
 pub mod selector;
+pub mod sops;
 pub mod substitute;
 pub mod sync;
 pub mod transform;

@@ -47,7 +47,7 @@ pub enum Dialect {
     Kustomize,
 }
 
-fn yaml_options(dialect: Dialect) -> serde_saphyr::Options {
+pub(crate) fn yaml_options(dialect: Dialect) -> serde_saphyr::Options {
     let mut budget = serde_saphyr::Budget::default();
     budget.max_documents = MAX_DOCUMENTS;
     budget.max_nodes = MAX_NODES;
@@ -100,7 +100,7 @@ fn whole_numbers(v: &mut Value) {
 }
 
 /// What a parse error says. A breached limit is named with skewer's number for it.
-fn parse_message(e: &serde_saphyr::Error) -> String {
+pub(crate) fn parse_message(e: &serde_saphyr::Error) -> String {
     use serde_saphyr::budget::BudgetBreach as B;
     let limit = match e {
         serde_saphyr::Error::Budget { breach, .. } => match breach {

@@ -66,6 +66,9 @@ pub struct SyncRequest {
     /// Flux's post-build substitution: these variables are substituted into the built objects
     /// before anything else reads them; `None`: no substitution.
     pub substitute: Option<Vars>,
+    /// Flux's SOPS decryption: files encrypted for these keys are decrypted before the build
+    /// (objects and generator sources alike); `None`: an encrypted object is refused.
+    pub decrypt: Option<Arc<crate::sops::Keys>>,
 }
 
 /// Which objects must be healthy for a sync to succeed.
@@ -304,6 +307,7 @@ pub async fn run(
         scope,
         allow_empty,
         substitute,
+        decrypt,
     } = request;
     let mut report = SyncReport {
         inventory: previous.clone(),
@@ -316,6 +320,12 @@ pub async fn run(
         report
     };
 
+    let mut files = files;
+    if let Some(keys) = &decrypt
+        && let Err(e) = crate::sops::decrypt_files(&mut files, keys)
+    {
+        return fail(report, phases, SyncError::Build(e.to_string()));
+    }
     let manifests = match build(&files, &path, &patches, substitute.as_ref()) {
         Ok(m) => m,
         Err(e) => return fail(report, phases, SyncError::Build(e)),
@@ -471,6 +481,13 @@ pub fn build(
         crate::substitute::apply(&mut manifests, vars)?;
     }
     for m in &mut manifests {
+        if crate::sops::is_encrypted(&m.object) {
+            return Err(format!(
+                "{} ({}): encrypted with SOPS; decrypt it with spec.decryption (provider: sops, secretRef: a Secret of *.agekey or *.asc keys)",
+                m.display(),
+                m.origin
+            ));
+        }
         secrets::prepare(m).map_err(|e| format!("{} ({}): {e}", m.display(), m.origin))?;
     }
     Ok(manifests)
@@ -807,6 +824,7 @@ mod tests {
             scope: Scope::default(),
             allow_empty: false,
             substitute: None,
+            decrypt: None,
         }
     }
 

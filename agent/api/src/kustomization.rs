@@ -69,6 +69,10 @@ pub struct KustomizationSpec {
     pub common_metadata: Option<CommonMetadata>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub patches: Vec<Patch>,
+    /// Decrypt files the `sops` tool encrypted (Flux's field): `provider: sops` and a Secret
+    /// of this namespace holding age (`*.agekey`) and OpenPGP (`*.asc`) private keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decryption: Option<Decryption>,
     /// What happens after the build (Flux's field): variable substitution.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub post_build: Option<PostBuild>,
@@ -92,9 +96,6 @@ pub struct KustomizationSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FluxOnly {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "super::any_object")]
-    pub decryption: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name_prefix: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -123,9 +124,6 @@ impl FluxOnly {
             format!("spec.{field} is not supported by skewer: {instead}")
         };
         let mut out = Vec::new();
-        if self.decryption.is_some() {
-            out.push(kustomize("decryption", "SOPS decryption is not done yet; keep such Secrets out of this path or apply them another way"));
-        }
         for (field, set) in [
             ("namePrefix", self.name_prefix.is_some()),
             ("nameSuffix", self.name_suffix.is_some()),
@@ -156,6 +154,21 @@ impl FluxOnly {
         }
         out
     }
+}
+
+/// Flux's `decryption`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Decryption {
+    /// `sops`, the only provider.
+    pub provider: String,
+    /// The Secret of keys, read as this Kustomization's ServiceAccount when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<super::LocalObjectReference>,
+    /// Flux's identity for cloud key services: refused (skewer decrypts with age and OpenPGP
+    /// keys, which need no cloud credentials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
 }
 
 /// Flux's `postBuild`: variables substituted into the built objects (`${var}`,
@@ -327,7 +340,6 @@ mod tests {
 
     /// Fields skewer keeps in its schema only to refuse them (see `FluxOnly::refusals`).
     const REFUSED: &[&str] = &[
-        "decryption",
         "namePrefix",
         "nameSuffix",
         "images",
@@ -345,7 +357,6 @@ mod tests {
         let mut json = serde_json::json!({
             "sourceRef": {"kind": "GitRepository", "name": "src"},
             "interval": "1m",
-            "decryption": {"provider": "sops", "secretRef": {"name": "sops-age"}},
             "namePrefix": "p-", "nameSuffix": "-s",
             "images": [{"name": "nginx", "newTag": "1.25"}],
             "components": ["../c"], "ignoreMissingComponents": true,

@@ -155,6 +155,7 @@ pub async fn run_dev(client: kube::Client, dev: Dev) -> Result<()> {
                     // Deleting every file of the directory one works on is meant.
                     allow_empty: true,
                     substitute: None,
+                    decrypt: None,
                 };
                 let report = run(&applier, &memo, request).await;
                 previous = report.inventory.clone();

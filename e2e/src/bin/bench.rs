@@ -98,6 +98,7 @@ async fn library(s: &Setup, ns: &str) -> Result<Duration> {
         scope: Default::default(),
         allow_empty: false,
         substitute: None,
+        decrypt: None,
     };
     let start = Instant::now();
     let report = skewer_appliers::sync::run(&s.applier, &Untracked, request).await;

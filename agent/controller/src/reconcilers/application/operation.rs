@@ -77,6 +77,7 @@ pub async fn sync_once(
         // `allowEmpty`; a sync a person asked for may empty it, as in Argo CD.
         allow_empty: true,
         substitute: None,
+        decrypt: None,
     };
     let report = work.sync.run(request).await;
     status.inventory = Some(to_status(&report.inventory));

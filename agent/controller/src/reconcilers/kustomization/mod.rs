@@ -2,6 +2,7 @@
 //! Kustomization's own patches and options. What is particular to the kind is here, behind
 //! [`Deploy`]; the reconcile itself is the one deploy path ([`super::deploy`]).
 
+mod decryption;
 pub mod request;
 pub mod vars;
 
@@ -39,6 +40,7 @@ impl Deploy for Kustomization {
         }
         let (schedule, timeout) = request::schedule(self)?;
         request::references(self, settings)?;
+        decryption::check(self)?;
         Ok(Spec {
             schedule,
             timeout,
@@ -152,23 +154,25 @@ async fn sync(
     let (ks, ctx, revision) = (work.obj, work.ctx, work.revision);
     let previous = from_status(status.inventory.as_ref());
     let scope = work.target().scope.clone();
-    let vars = match &ks.spec.post_build {
-        Some(_) => {
-            // Read on the hub, as the Kustomization's own identity.
-            let key = crate::targets::TargetKey {
-                cluster: ClusterRef::Hub,
-                identity: work.target().key.identity.clone(),
-            };
-            let hub = ctx
-                .targets
-                .get(&key, &ks.namespace().unwrap_or_default())
-                .await
-                .map_err(|e| Failure::new(Reason::ClusterUnavailable, e.to_string()))?;
-            vars::load(&hub.client, ks).await?
-        }
-        None => None,
+    // Variables and decryption keys are read on the hub, as the Kustomization's own identity.
+    let (vars, keys) = if ks.spec.post_build.is_some() || ks.spec.decryption.is_some() {
+        let key = crate::targets::TargetKey {
+            cluster: ClusterRef::Hub,
+            identity: work.target().key.identity.clone(),
+        };
+        let hub = ctx
+            .targets
+            .get(&key, &ks.namespace().unwrap_or_default())
+            .await
+            .map_err(|e| Failure::new(Reason::ClusterUnavailable, e.to_string()))?;
+        (
+            vars::load(&hub.client, ks).await?,
+            decryption::load(&hub.client, ks).await?,
+        )
+    } else {
+        (None, None)
     };
-    let request = request::build(
+    let mut request = request::build(
         ks,
         work.files,
         previous,
@@ -177,6 +181,7 @@ async fn sync(
         &ctx.settings,
         work.deadline,
     );
+    request.decrypt = keys;
     let report = work.sync.run(request).await;
     status.inventory = Some(to_status(&report.inventory));
     for id in &report.pruned {
@@ -229,13 +234,13 @@ mod tests {
     #[test]
     fn fluxs_fields_it_does_not_do_stall_it_by_name() {
         let settings = Settings::for_tests();
-        let e = ks(json!({"namePrefix": "p-", "decryption": {"provider": "sops"}}))
+        let e = ks(json!({"namePrefix": "p-", "images": [{"name": "nginx"}]}))
             .spec(&settings)
             .err()
             .unwrap();
         assert_eq!(e.reason, Reason::InvalidSpec);
         assert!(
-            e.message.contains("spec.decryption ") && e.message.contains("spec.namePrefix "),
+            e.message.contains("spec.images ") && e.message.contains("spec.namePrefix "),
             "{}",
             e.message
         );
@@ -244,6 +249,29 @@ mod tests {
             "says what to do instead: {}",
             e.message
         );
+    }
+
+    #[test]
+    fn decryption_is_sops_with_keys_from_a_secret() {
+        let settings = Settings::for_tests();
+        let message = |d: serde_json::Value| {
+            ks(json!({ "decryption": d }))
+                .spec(&settings)
+                .err()
+                .map(|e| e.message)
+        };
+        assert_eq!(
+            message(json!({"provider": "sops", "secretRef": {"name": "keys"}})),
+            None
+        );
+        let m = message(json!({"provider": "sops"})).unwrap();
+        assert!(m.contains("spec.decryption.secretRef: required"), "{m}");
+        let m = message(json!({"provider": "vault", "secretRef": {"name": "k"}})).unwrap();
+        assert!(m.contains("spec.decryption.provider: 'vault'"), "{m}");
+        let kms =
+            json!({"provider": "sops", "secretRef": {"name": "k"}, "serviceAccountName": "kms"});
+        let m = message(kms).unwrap();
+        assert!(m.contains("spec.decryption.serviceAccountName"), "{m}");
     }
 
     #[test]

@@ -144,6 +144,8 @@ pub fn build(
                 == Some("Always");
             always || !v.is_empty()
         }),
+        // Read from the cluster by the caller (`decryption::load`).
+        decrypt: None,
     }
 }
 
