@@ -369,15 +369,11 @@ fn unflatten(meta: &mut serde_json::Map<String, Value>, flat: &str, value: Strin
 #[derive(serde::Deserialize, Default)]
 #[serde(default)]
 struct Metadata {
-    age: Option<Vec<Stanza>>,
-    pgp: Option<Vec<Stanza>>,
+    /// The recipients written at the top level (sops' files without `key_groups`).
+    #[serde(flatten)]
+    top: Group,
     key_groups: Option<Vec<Group>>,
     shamir_threshold: Option<u64>,
-    kms: Option<Vec<Value>>,
-    gcp_kms: Option<Vec<Value>>,
-    azure_kv: Option<Vec<Value>>,
-    hc_vault: Option<Vec<Value>>,
-    hckms: Option<Vec<Value>>,
     lastmodified: String,
     mac: String,
     unencrypted_suffix: Option<String>,
@@ -389,7 +385,7 @@ struct Metadata {
     mac_only_encrypted: Option<bool>,
 }
 
-#[derive(serde::Deserialize, Default)]
+#[derive(serde::Deserialize, Default, Clone)]
 #[serde(default)]
 struct Group {
     age: Option<Vec<Stanza>>,
@@ -418,33 +414,13 @@ impl Metadata {
                 "the data key is split over several key groups (Shamir); skewer decrypts files with one key group"
                     .into(),
             ),
-            Some(groups) => Ok(groups.first().map(Group::copy).unwrap_or_default()),
-            None => Ok(Group {
-                age: self.age.clone(),
-                pgp: self.pgp.clone(),
-                kms: self.kms.clone(),
-                gcp_kms: self.gcp_kms.clone(),
-                azure_kv: self.azure_kv.clone(),
-                hc_vault: self.hc_vault.clone(),
-                hckms: self.hckms.clone(),
-            }),
+            Some(groups) => Ok(groups.first().cloned().unwrap_or_default()),
+            None => Ok(self.top.clone()),
         }
     }
 }
 
 impl Group {
-    fn copy(&self) -> Group {
-        Group {
-            age: self.age.clone(),
-            pgp: self.pgp.clone(),
-            kms: self.kms.clone(),
-            gcp_kms: self.gcp_kms.clone(),
-            azure_kv: self.azure_kv.clone(),
-            hc_vault: self.hc_vault.clone(),
-            hckms: self.hckms.clone(),
-        }
-    }
-
     /// The data key, from the first age or OpenPGP recipient one of `keys` opens.
     fn data_key(&self, keys: &Keys) -> Result<[u8; 32], String> {
         let age = self.age.as_deref().unwrap_or_default();

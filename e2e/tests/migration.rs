@@ -350,15 +350,7 @@ async fn sources_and_applications_keep_and_refuse_their_anchors_fields() -> Resu
         repo.url, repo.url
     ))?;
     use skewer_api::{GitRepository, OCIRepository};
-    let (_, git) = wait_source_condition_of::<GitRepository>(
-        c,
-        &ns,
-        "podinfo",
-        "Ready",
-        "False",
-        |reason, _| reason == "InvalidSpec",
-    )
-    .await?;
+    let git = invalid::<GitRepository>(c, &ns, "podinfo").await?;
     for field in ["recurseSubmodules", "sparseCheckout", "include"] {
         assert!(
             git.contains(&format!("spec.{field} is not supported")),
@@ -369,15 +361,7 @@ async fn sources_and_applications_keep_and_refuse_their_anchors_fields() -> Resu
         !git.contains("gitImplementation"),
         "a field Flux itself ignores is accepted: {git}"
     );
-    let (_, oci) = wait_source_condition_of::<OCIRepository>(
-        c,
-        &ns,
-        "podinfo",
-        "Ready",
-        "False",
-        |reason, _| reason == "InvalidSpec",
-    )
-    .await?;
+    let oci = invalid::<OCIRepository>(c, &ns, "podinfo").await?;
     assert!(
         oci.starts_with("spec.certSecretRef is not supported"),
         "{oci}"
@@ -553,4 +537,16 @@ async fn sops_files_from_flux_are_applied_decrypted() -> Result<()> {
         assert!(!said.contains(secret), "'{secret}' was said");
     }
     Ok(())
+}
+
+/// The message of a source once it is refused as `InvalidSpec`.
+async fn invalid<S: skewer_controller::artifacts::Source>(
+    c: &kube::Client,
+    ns: &str,
+    name: &str,
+) -> Result<String> {
+    let invalid = |reason: &str, _: &str| reason == "InvalidSpec";
+    let (_, message) =
+        wait_source_condition_of::<S>(c, ns, name, "Ready", "False", invalid).await?;
+    Ok(message)
 }
