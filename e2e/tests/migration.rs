@@ -185,18 +185,18 @@ async fn an_emptied_path_prunes_nothing_unless_allowed() -> Result<()> {
         "./apps",
         "  prune: true\n  allowEmpty: true\n",
     )?;
+    // The objects go first; the inventory that no longer holds them is written after.
     eventually("all three pruned once allowed", WAIT, || async {
         let mut left = Vec::new();
         for name in ["a", "b", "c"] {
             if exists(c, "v1", "ConfigMap", &ns, name).await?.is_some() {
-                left.push(name);
+                left.push(name.to_string());
             }
         }
+        left.extend(inventory_ids(&status(c, &ns, "app").await?));
         Ok(left.is_empty().then_some(()))
     })
     .await?;
-    let st = status(c, &ns, "app").await?;
-    assert!(inventory_ids(&st).is_empty(), "{:?}", inventory_ids(&st));
     Ok(())
 }
 
@@ -549,4 +549,243 @@ async fn invalid<S: skewer_controller::artifacts::Source>(
     let (_, message) =
         wait_source_condition_of::<S>(c, ns, name, "Ready", "False", invalid).await?;
     Ok(message)
+}
+
+/// Flux's and Argo CD's kinds in their groups, under resource names of their own: with Flux's
+/// (`kustomizations`), kubectl would read every other test's `kubectl get kustomization` as
+/// Flux's. skewer finds a kind by its group, version and kind, whatever its resource name.
+const FOREIGN: [(&str, &str, &str, &str, &str); 3] = [
+    (
+        "kustomize.toolkit.fluxcd.io",
+        "fluxkustomizations",
+        "fluxkustomization",
+        "Kustomization",
+        "v1",
+    ),
+    (
+        "source.toolkit.fluxcd.io",
+        "fluxgitrepositories",
+        "fluxgitrepository",
+        "GitRepository",
+        "v1",
+    ),
+    (
+        "argoproj.io",
+        "argoapplications",
+        "argoapplication",
+        "Application",
+        "v1alpha1",
+    ),
+];
+
+/// CRDs standing in for Flux's and Argo CD's on the test server: their groups, kinds and
+/// versions, every field kept, and no controller behind them (the objects below play the part
+/// of what those controllers leave in a cluster).
+fn foreign_crds() -> Result<()> {
+    for (group, plural, singular, kind, version) in FOREIGN {
+        kc_apply(&format!(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: {plural}.{group}}}\nspec:\n  group: {group}\n  scope: Namespaced\n  names: {{plural: {plural}, singular: {singular}, kind: {kind}}}\n  versions:\n  - name: {version}\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}\n"
+        ))?;
+        kc(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            &format!("crd/{plural}.{group}"),
+        ])?;
+    }
+    Ok(())
+}
+
+/// Applies ConfigMap `name` (data `v: 1`) as `manager` would, with `metadata` (a flow
+/// mapping's inside) beside its name and namespace.
+async fn applied_by(
+    c: &kube::Client,
+    ns: &str,
+    name: &str,
+    manager: &str,
+    metadata: &str,
+) -> Result<String> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Patch, PatchParams};
+    let object = skewer_appliers::load::parse_yaml(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {ns}, {metadata}}}\ndata: {{v: \"1\"}}\n"
+    ))
+    .map_err(anyhow::Error::msg)?;
+    let api: kube::Api<ConfigMap> = kube::Api::namespaced(c.clone(), ns);
+    let cm = api
+        .patch(name, &PatchParams::apply(manager), &Patch::Apply(&object))
+        .await?;
+    Ok(cm.metadata.uid.unwrap_or_default())
+}
+
+/// Who manages ConfigMap `name`'s fields, and its labels and annotations.
+async fn managers_and_marks(
+    c: &kube::Client,
+    ns: &str,
+    name: &str,
+) -> Result<(Vec<String>, String)> {
+    let o = exists(c, "v1", "ConfigMap", ns, name)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("ConfigMap {name} is gone"))?;
+    let managers = o
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|f| f.manager)
+        .collect();
+    let marks = format!("{:?} {:?}", o.metadata.labels, o.metadata.annotations);
+    Ok((managers, marks))
+}
+
+/// The handover (issue 25): objects Flux's kustomize-controller and Argo CD applied, with
+/// their managers' field ownership and their owners' marks, a Flux Kustomization and
+/// GitRepository and an Argo CD Application (finalizer, automated sync) recording them.
+/// `skewer migrate --apply` stops the originals, and skewer takes the very same objects over
+/// (same UIDs) with no field left to the old managers; skewer then owns them: a file removed
+/// from Git is pruned.
+#[tokio::test(flavor = "multi_thread")]
+async fn migrate_hands_live_objects_over_in_place() -> Result<()> {
+    foreign_crds()?;
+    let f = Fixture::new("migrate").await?;
+    let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
+    let cm = |name: &str, dir: &str| {
+        (
+            format!("{dir}/{name}.yaml"),
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {ns}}}\ndata: {{v: \"1\"}}\n"
+            ),
+        )
+    };
+    for (path, text) in [
+        cm("flux-a", "flux"),
+        cm("flux-b", "flux"),
+        cm("argo-a", "argo"),
+    ] {
+        repo.write(&path, &text)?;
+    }
+    let first = repo.commit("what Flux and Argo CD applied")?;
+    let flux_marks = format!(
+        "labels: {{kustomize.toolkit.fluxcd.io/name: apps, kustomize.toolkit.fluxcd.io/namespace: {ns}}}"
+    );
+    let mut uids = std::collections::BTreeMap::new();
+    for name in ["flux-a", "flux-b"] {
+        let uid = applied_by(c, &ns, name, "kustomize-controller", &flux_marks).await?;
+        uids.insert(name, uid);
+    }
+    let argo_marks = format!(
+        "annotations: {{argocd.argoproj.io/tracking-id: 'guestbook:/ConfigMap:{ns}/argo-a'}}"
+    );
+    uids.insert(
+        "argo-a",
+        applied_by(c, &ns, "argo-a", "argocd-controller", &argo_marks).await?,
+    );
+    kc_apply(&format!(
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {{name: src, namespace: {ns}}}\nspec:\n  url: {url}\n  interval: 1s\n  ref: {{branch: main}}\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: apps, namespace: {ns}}}\nspec:\n  interval: 1m\n  path: ./flux\n  prune: true\n  sourceRef: {{kind: GitRepository, name: src}}\nstatus:\n  inventory:\n    entries:\n    - {{id: {ns}_flux-a__ConfigMap, v: v1}}\n    - {{id: {ns}_flux-b__ConfigMap, v: v1}}\n---\napiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: guestbook\n  namespace: {ns}\n  finalizers: [resources-finalizer.argocd.argoproj.io]\nspec:\n  project: default\n  source: {{repoURL: {url}, targetRevision: HEAD, path: argo}}\n  destination: {{server: https://kubernetes.default.svc, namespace: {ns}}}\n  syncPolicy: {{automated: {{prune: true, selfHeal: true}}}}\nstatus:\n  resources:\n  - {{version: v1, kind: ConfigMap, namespace: {ns}, name: argo-a, status: Synced}}\n",
+        url = repo.url
+    ))?;
+    let _skewer = skewer_e2e::Skewer::start_with(&ns, &[])?;
+
+    let out = std::process::Command::new(skewer_e2e::skewer_bin())
+        .env("KUBECONFIG", skewer_e2e::hub())
+        .args(["migrate", "-n", &ns, "--apply"])
+        .output()?;
+    let report = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{report}");
+    assert!(
+        report.contains(&format!("handed over 2 objects of Kustomization {ns}/apps"))
+            && report.contains(&format!(
+                "handed over 1 objects of Application {ns}/guestbook"
+            )),
+        "{report}"
+    );
+
+    // The originals are stopped: Flux's suspended, Argo CD's neither automated nor deleting
+    // its objects with it.
+    let get =
+        |what: &str, path: &str| kc(&["get", what, "-n", &ns, "-o", &format!("jsonpath={path}")]);
+    assert_eq!(
+        get(
+            "fluxkustomizations.kustomize.toolkit.fluxcd.io/apps",
+            "{.spec.suspend}"
+        )?,
+        "true"
+    );
+    assert_eq!(
+        get(
+            "fluxgitrepositories.source.toolkit.fluxcd.io/src",
+            "{.spec.suspend}"
+        )?,
+        "true"
+    );
+    assert_eq!(
+        get(
+            "argoapplications.argoproj.io/guestbook",
+            "{.metadata.finalizers}|{.spec.syncPolicy.automated}"
+        )?,
+        "|"
+    );
+
+    // skewer applies the same objects, and nobody else holds a field of them.
+    wait_applied(c, &ns, "apps", &first).await?;
+    wait_app(c, &ns, "guestbook", "synced and healthy", synced_healthy).await?;
+    for (name, uid) in &uids {
+        let now = exists(c, "v1", "ConfigMap", &ns, name).await?;
+        assert_eq!(
+            now.and_then(|o| o.metadata.uid).as_deref(),
+            Some(uid.as_str()),
+            "{name} is the same object"
+        );
+        let (managers, marks) = managers_and_marks(c, &ns, name).await?;
+        assert!(
+            !managers
+                .iter()
+                .any(|m| m == "kustomize-controller" || m == "argocd-controller"),
+            "{name}: {managers:?}"
+        );
+        assert!(
+            managers.iter().any(|m| m == "skewer"),
+            "{name}: {managers:?}"
+        );
+        assert!(
+            !marks.contains("kustomize.toolkit.fluxcd.io/") && !marks.contains("tracking-id"),
+            "{name}: {marks}"
+        );
+        let owner = if name.starts_with("flux") {
+            "apps"
+        } else {
+            "guestbook"
+        };
+        assert!(
+            marks.contains(&format!("\"skewer.dev/name\": \"{owner}\"")),
+            "{name}: {marks}"
+        );
+    }
+
+    // Read again, the stopped originals are written as they were, not suspended.
+    let again = std::process::Command::new(skewer_e2e::skewer_bin())
+        .env("KUBECONFIG", skewer_e2e::hub())
+        .args(["migrate", "-n", &ns])
+        .output()?;
+    let yaml = String::from_utf8_lossy(&again.stdout);
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert!(
+        !yaml.contains("suspend: true")
+            && yaml.contains("selfHeal: true")
+            && !yaml.contains("skewer.dev/migrated-to")
+            && !yaml.contains("skewer.dev/stopped-was"),
+        "{yaml}"
+    );
+
+    // skewer owns them now: a file removed from Git is pruned.
+    repo.remove("flux/flux-b.yaml")?;
+    let second = repo.commit("flux-b leaves")?;
+    wait_applied(c, &ns, "apps", &second).await?;
+    assert!(exists(c, "v1", "ConfigMap", &ns, "flux-b").await?.is_none());
+    assert!(exists(c, "v1", "ConfigMap", &ns, "flux-a").await?.is_some());
+    Ok(())
 }

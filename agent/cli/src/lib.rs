@@ -7,5 +7,6 @@ pub mod control;
 pub mod dev;
 pub mod diff;
 pub mod install;
+pub mod migrate;
 pub mod push;
 pub mod term;

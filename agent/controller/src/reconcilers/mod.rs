@@ -11,6 +11,7 @@ pub mod kustomization;
 pub mod ocirepository;
 pub mod source;
 pub mod source_url;
+pub mod verdict;
 
 use std::sync::Arc;
 

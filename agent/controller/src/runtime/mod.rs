@@ -48,20 +48,27 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// Settings for unit tests: a hub, no tenants, every reference allowed.
-    #[cfg(test)]
-    pub fn for_tests() -> Self {
+    /// Settings for judging specs alone ([`crate::reconcilers::verdict`]): those of a daemon
+    /// run with `--default-service-account` and `--no-cross-namespace-refs` as given; what
+    /// no spec check reads is left at its default.
+    pub fn judging(default_service_account: Option<String>, cross_namespace_refs: bool) -> Self {
         Settings {
             concurrency: 16,
             full_sync: None,
             max_concurrent_reconciles: 4,
             data_dir: "/data".into(),
             local_sources: true,
-            default_service_account: None,
-            cross_namespace_refs: true,
+            default_service_account,
+            cross_namespace_refs,
             cross_namespace_receivers: false,
             storage_url: None,
         }
+    }
+
+    /// Settings for unit tests: a hub, no tenants, every reference allowed.
+    #[cfg(test)]
+    pub fn for_tests() -> Self {
+        Self::judging(None, true)
     }
 }
 

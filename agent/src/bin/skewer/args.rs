@@ -79,6 +79,40 @@ pub enum Command {
         #[arg(long)]
         prune_managed: bool,
     },
+    /// Move over from Flux or Argo CD: write their objects as skewer's, naming every field
+    /// that does not come along; with --apply, hand the objects they applied to skewer.
+    ///
+    /// Reads Flux's Kustomizations, GitRepositories, OCIRepositories and Receivers and Argo
+    /// CD's Applications from the cluster (or from files) and prints them as skewer's; what
+    /// does not come along, and why, goes to standard error. With --apply, the originals are
+    /// stopped (Flux's suspended; Argo CD's without automated sync or the finalizer that
+    /// deletes their objects) and the objects they applied are handed to skewer in place: the
+    /// old managers' field ownership and marks removed, skewer's owner labels set, nothing
+    /// deleted or created again. Exit code 1 when anything did not come along.
+    #[command(
+        after_help = "Examples:\n  skewer migrate -n flux-system > skewer.yaml\n  skewer migrate -f ./clusters/prod --out ./clusters/prod-skewer\n  skewer migrate -n argocd --apply"
+    )]
+    Migrate {
+        /// Read these YAML files or directories instead of the cluster.
+        #[arg(long = "file", short = 'f')]
+        files: Vec<PathBuf>,
+        /// Read only this namespace (default: every namespace).
+        #[arg(long, short = 'n')]
+        namespace: Option<String>,
+        /// Write one file per object under this directory instead of standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Stop the originals and hand their objects over to skewer (refused, changing
+        /// nothing, when any object would not come along whole).
+        #[arg(long)]
+        apply: bool,
+        /// Judge the objects as a daemon run with this --default-service-account would.
+        #[arg(long)]
+        default_service_account: Option<String>,
+        /// Judge the objects as a daemon run with --no-cross-namespace-refs would.
+        #[arg(long)]
+        no_cross_namespace_refs: bool,
+    },
     /// Show what a local directory would change if a Kustomization applied it: a server-side
     /// dry run of each object (nothing is written), field by field, Secrets masked. Exit code
     /// 1 when anything differs, 0 when nothing does.

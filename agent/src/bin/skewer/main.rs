@@ -59,6 +59,63 @@ where
 }
 
 /// A client of the hub from KUBECONFIG (or in-cluster), for the commands that read it.
+/// `skewer migrate`: read, convert with the daemon's own judgement, report; write or hand
+/// over.
+async fn migrate(
+    files: Vec<std::path::PathBuf>,
+    namespace: Option<String>,
+    out: Option<std::path::PathBuf>,
+    apply: bool,
+    default_service_account: Option<String>,
+    cross_namespace_refs: bool,
+) -> Result<Exit> {
+    use skewer_cli::migrate;
+    let settings = skewer_controller::runtime::Settings::judging(
+        default_service_account,
+        cross_namespace_refs,
+    );
+    let judge =
+        |o: &serde_json::Value| skewer_controller::reconcilers::verdict::refusal(o, &settings);
+    let objects = match files.is_empty() {
+        true => migrate::read_cluster(&hub_client().await?, namespace.as_deref()).await?,
+        false => {
+            let mut objects = migrate::read_files(&files)?;
+            if let Some(ns) = &namespace {
+                objects.retain(|o| o.pointer("/metadata/namespace") == Some(&ns.as_str().into()));
+            }
+            objects
+        }
+    };
+    let plan = migrate::convert(objects, &judge);
+    eprint!("{}", migrate::report(&plan));
+    match &out {
+        Some(dir) => {
+            for f in migrate::write(&plan, dir)? {
+                println!("{}", f.display());
+            }
+        }
+        None if !apply => print!("{}", migrate::yaml(&plan)?),
+        None => {}
+    }
+    if apply {
+        if let Some(why) = migrate::handover::blocked(&plan) {
+            return Err(Ended::new(Exit::Failed, why).into());
+        }
+        let client = hub_client().await?;
+        for line in migrate::handover::apply(&client, &plan)
+            .await
+            .map_err(|e| Ended::new(Exit::Failed, format!("{e:#}")))?
+        {
+            eprintln!("{line}");
+        }
+    }
+    Ok(if plan.whole() {
+        Exit::Ok
+    } else {
+        Exit::Differs
+    })
+}
+
 async fn hub_client() -> Result<kube::Client> {
     let config = kube::Config::infer()
         .await
@@ -127,6 +184,24 @@ async fn dispatch(command: Command) -> Result<Exit> {
             for line in skewer_cli::install::uninstall(&client, &u).await? {
                 println!("{line}");
             }
+        }
+        Command::Migrate {
+            files,
+            namespace,
+            out,
+            apply,
+            default_service_account,
+            no_cross_namespace_refs,
+        } => {
+            return migrate(
+                files,
+                namespace,
+                out,
+                apply,
+                default_service_account,
+                !no_cross_namespace_refs,
+            )
+            .await;
         }
         Command::Diff {
             path,
