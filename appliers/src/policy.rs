@@ -11,6 +11,12 @@
 //! | how it is applied | `skewer.dev/ssa` | `kustomize.toolkit.fluxcd.io/ssa` | |
 //! | left alone: not applied, not pruned | | `kustomize.toolkit.fluxcd.io/reconcile: disabled` | |
 //! | recreated on an immutable change | `skewer.dev/force: enabled` | `kustomize.toolkit.fluxcd.io/force: enabled` | `Force=true,Replace=true` |
+//! | pruned after every other object | | | `PruneLast=true` |
+//! | not counted when no longer in the source | | | `compare-options: IgnoreExtraneous` |
+//!
+//! Argo CD's `ServerSideApply=true`, `Validate=false` and `SkipDryRunOnMissingResource=true`
+//! ask for what skewer always does (a server-side apply, validated by the server, with a kind
+//! whose CRD is in the same sync resolved from that CRD), so nothing reads them.
 //!
 //! skewer has no confirmation step: `confirm` keeps the object, and the reason says so.
 
@@ -30,6 +36,8 @@ pub const FLUX_FORCE: &str = "kustomize.toolkit.fluxcd.io/force";
 pub const FLUX_RECONCILE: &str = "kustomize.toolkit.fluxcd.io/reconcile";
 /// Argo CD's comma-separated `Key=value` options on an object.
 pub const ARGO_SYNC_OPTIONS: &str = "argocd.argoproj.io/sync-options";
+/// Argo CD's comparison options on an object (`IgnoreExtraneous`).
+pub const ARGO_COMPARE_OPTIONS: &str = "argocd.argoproj.io/compare-options";
 
 /// Why an object is about to be deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +112,18 @@ pub fn ssa<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Result<Ssa, String> {
             "annotation {name}: '{other}' is not one of Override, Merge, IfNotPresent, Ignore"
         )),
     }
+}
+
+/// Whether the annotations ask the object to be pruned after every other (Argo CD's
+/// `PruneLast=true`).
+pub fn prune_last<'a>(get: impl Fn(&str) -> Option<&'a str>) -> bool {
+    get(ARGO_SYNC_OPTIONS).is_some_and(|o| sync_option(o, "PruneLast") == Some("true"))
+}
+
+/// Whether the annotations say the object does not count when it is extraneous (applied once,
+/// no longer in the source): Argo CD's `compare-options: IgnoreExtraneous`.
+pub fn ignore_extraneous<'a>(get: impl Fn(&str) -> Option<&'a str>) -> bool {
+    get(ARGO_COMPARE_OPTIONS).is_some_and(|o| o.split(',').any(|t| t.trim() == "IgnoreExtraneous"))
 }
 
 /// Whether the annotations allow recreating the object when an immutable field changes.
@@ -183,5 +203,27 @@ mod tests {
         )])));
         assert!(!forced(with(&[(ARGO_SYNC_OPTIONS, "Force=true")])));
         assert!(!forced(with(&[])));
+    }
+
+    #[test]
+    fn prune_last_and_ignore_extraneous_are_read_among_other_options() {
+        assert!(prune_last(with(&[(
+            ARGO_SYNC_OPTIONS,
+            "Validate=false, PruneLast=true"
+        )])));
+        assert!(!prune_last(with(&[(ARGO_SYNC_OPTIONS, "PruneLast=false")])));
+        assert!(!prune_last(with(&[(
+            ARGO_COMPARE_OPTIONS,
+            "PruneLast=true"
+        )])));
+        assert!(ignore_extraneous(with(&[(
+            ARGO_COMPARE_OPTIONS,
+            "ServerSideDiff=true, IgnoreExtraneous"
+        )])));
+        assert!(!ignore_extraneous(with(&[(
+            ARGO_SYNC_OPTIONS,
+            "IgnoreExtraneous"
+        )])));
+        assert!(!ignore_extraneous(with(&[])));
     }
 }

@@ -28,7 +28,8 @@ pub struct PruneReport {
 /// Deletes stale objects. `stale` holds ids with the API version they were applied with.
 /// Each is looked up first; then they are deleted in reverse apply order: the highest sync wave
 /// first (its wave read from the live object), and within a wave ordinary objects before
-/// definitions, namespaces last. `removal` says why they go: what an object's annotations keep
+/// definitions, namespaces last; objects annotated with Argo CD's `PruneLast=true` after all
+/// the others, in the same order among themselves. `removal` says why they go: what an object's annotations keep
 /// depends on it.
 pub async fn prune(
     resources: &Resources,
@@ -47,12 +48,13 @@ pub async fn prune(
         .buffer_unordered(concurrency.max(1))
         .collect()
         .await;
-    type Order = (std::cmp::Reverse<i64>, std::cmp::Reverse<u8>);
+    type Order = (bool, std::cmp::Reverse<i64>, std::cmp::Reverse<u8>);
     let mut batches: BTreeMap<Order, Vec<(ObjectId, String)>> = BTreeMap::new();
     for (id, v, r) in looked {
         match r {
-            Ok(Verdict::Delete { wave }) => batches
+            Ok(Verdict::Delete { last, wave }) => batches
                 .entry((
+                    last,
                     std::cmp::Reverse(wave),
                     std::cmp::Reverse(kind_rank(&id.kind)),
                 ))
@@ -88,8 +90,9 @@ pub async fn prune(
 
 /// What to do with one stale object.
 enum Verdict {
-    /// Delete it, in its sync wave's turn.
-    Delete { wave: i64 },
+    /// Delete it, in its sync wave's turn; `last`: after every object not marked so (Argo
+    /// CD's `PruneLast=true`).
+    Delete { last: bool, wave: i64 },
     /// It is being deleted already.
     Deleting,
     /// Deliberately left alone, with why.
@@ -136,7 +139,8 @@ async fn inspect(
         .or_else(|| annotation(ARGO_SYNC_WAVE))
         .and_then(|w| w.trim().parse().ok())
         .unwrap_or(0);
-    Ok(Verdict::Delete { wave })
+    let last = crate::policy::prune_last(|k| annotation(k).map(String::as_str));
+    Ok(Verdict::Delete { last, wave })
 }
 
 /// `Ok(None)`: deleted. `Ok(Some(reason))`: gone meanwhile.

@@ -789,3 +789,121 @@ async fn migrate_hands_live_objects_over_in_place() -> Result<()> {
     assert!(exists(c, "v1", "ConfigMap", &ns, "flux-a").await?.is_some());
     Ok(())
 }
+
+/// Argo CD's `PruneLast=true` on an object: pruned after every other object, whatever its sync
+/// wave (without it, the highest wave goes first). Read from the API server's audit log.
+#[tokio::test(flavor = "multi_thread")]
+async fn argo_prune_last_goes_after_every_other_object() -> Result<()> {
+    let f = Fixture::new("prune-last").await?;
+    let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
+    let cm = |name: &str, options: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\n  annotations: {{{options}}}\n"
+        )
+    };
+    let files = [
+        (
+            "last.yaml",
+            cm(
+                "last",
+                "argocd.argoproj.io/sync-wave: '5', argocd.argoproj.io/sync-options: 'Validate=false,PruneLast=true'",
+            ),
+        ),
+        ("a.yaml", cm("a", "argocd.argoproj.io/sync-wave: '1'")),
+        ("b.yaml", cm("b", "")),
+        ("keep.yaml", cm("keep", "")),
+    ];
+    for (path, text) in &files {
+        repo.write(&format!("apps/{path}"), text)?;
+    }
+    repo.commit("four")?;
+    let _skewer = f.start(&[])?;
+    kustomization(&ns, "app", "src", "./apps", "  prune: true\n")?;
+    wait_applied(c, &ns, "app", &repo.head()?).await?;
+    for (path, _) in &files[..3] {
+        repo.remove(&format!("apps/{path}"))?;
+    }
+    let second = repo.commit("three leave")?;
+    wait_applied(c, &ns, "app", &second).await?;
+    let deletes = eventually("three deletions", WAIT, || async {
+        let deletes: Vec<String> = skewer_e2e::audited("skewer", &ns)?
+            .into_iter()
+            .filter(|a| a.verb == "delete")
+            .map(|a| a.name)
+            .collect();
+        Ok((deletes.len() >= 3).then_some(deletes))
+    })
+    .await?;
+    assert_eq!(
+        deletes,
+        ["a", "b", "last"],
+        "wave 1, wave 0, then PruneLast"
+    );
+    Ok(())
+}
+
+/// Argo CD's `compare-options: IgnoreExtraneous`: an object the source no longer holds, that
+/// carried it when applied, leaves its Application Synced (it is still listed, requiring
+/// pruning); one without it makes the Application OutOfSync.
+#[tokio::test(flavor = "multi_thread")]
+async fn argo_ignore_extraneous_keeps_an_application_synced() -> Result<()> {
+    let f = Fixture::new("extraneous").await?;
+    let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
+    let cm = |name: &str, annotations: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  annotations: {{{annotations}}}\n"
+        )
+    };
+    repo.write("apps/app.yaml", &cm("app", ""))?;
+    repo.write(
+        "apps/generated.yaml",
+        &cm(
+            "generated",
+            "argocd.argoproj.io/compare-options: IgnoreExtraneous",
+        ),
+    )?;
+    repo.write("apps/plain.yaml", &cm("plain", ""))?;
+    repo.commit("three")?;
+    let _skewer = skewer_e2e::Skewer::start(&ns)?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: app, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: {}, path: apps}}\n  syncPolicy: {{automated: {{}}}}\n  interval: 1s\n",
+        repo.url
+    ))?;
+    wait_app(c, &ns, "app", "Synced and Healthy", synced_healthy).await?;
+
+    repo.remove("apps/generated.yaml")?;
+    let second = repo.commit("generated leaves")?;
+    let st = wait_app(c, &ns, "app", "compared at the second commit", |st| {
+        let at = st
+            .sync
+            .as_ref()
+            .and_then(|s| s.revision.clone())
+            .unwrap_or_default();
+        anyhow::ensure!(at.contains(&second), "at {at}");
+        Ok(())
+    })
+    .await?;
+    let sync = st.sync.map(|s| s.status).unwrap_or_default();
+    assert_eq!(sync, "Synced", "{:?}", st.resources);
+    assert!(
+        st.resources
+            .iter()
+            .any(|r| r.name == "generated" && r.requires_pruning),
+        "still listed: {:?}",
+        st.resources
+    );
+
+    repo.remove("apps/plain.yaml")?;
+    let third = repo.commit("plain leaves")?;
+    wait_app(c, &ns, "app", "OutOfSync for plain", |st| {
+        let s = st.sync.clone().unwrap_or_default();
+        anyhow::ensure!(
+            s.revision.unwrap_or_default().contains(&third) && s.status == "OutOfSync",
+            "{}",
+            s.status
+        );
+        Ok(())
+    })
+    .await?;
+    Ok(())
+}

@@ -280,6 +280,10 @@ pub struct ResourceStatus {
     /// The SHA-256 of the object as last synced, to tell which objects the source changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub synced_digest: Option<String>,
+    /// Annotated with Argo CD's `compare-options: IgnoreExtraneous` when the source last held
+    /// it: requiring pruning, it leaves the Application Synced.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_extraneous: bool,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use sha2::{Digest, Sha256};
 use skewer_appliers::health::{Health, HealthReport, Observed, Overall};
-use skewer_appliers::{Manifest, ObjectId};
+use skewer_appliers::{Manifest, ObjectId, policy};
 
 use crate::api::application::{HealthStatus, ResourceStatus};
 
@@ -20,6 +20,8 @@ pub struct Desired {
     pub id: ObjectId,
     pub version: String,
     pub digest: String,
+    /// Annotated `argocd.argoproj.io/compare-options: IgnoreExtraneous`.
+    pub ignore_extraneous: bool,
 }
 
 impl Desired {
@@ -29,6 +31,7 @@ impl Desired {
             id: m.id(),
             version: m.api_version().to_string(),
             digest: format!("sha256:{}", hex::encode(Sha256::digest(bytes))),
+            ignore_extraneous: policy::ignore_extraneous(|k| m.annotation(k)),
         }
     }
 }
@@ -79,6 +82,7 @@ pub fn resources(
                 health: was.and_then(|r| r.health.clone()),
                 requires_pruning: false,
                 synced_digest,
+                ignore_extraneous: d.ignore_extraneous,
             }
         })
         .collect();
@@ -113,9 +117,12 @@ pub fn without(resources: &mut Vec<ResourceStatus>, gone: &[ObjectId]) {
     resources.retain(|r| !gone.contains(&id_of(r)));
 }
 
-/// Whether every resource is synced.
+/// Whether every resource is synced (one that only requires pruning and was annotated
+/// `IgnoreExtraneous` does not count, as in Argo CD).
 pub fn all_synced(resources: &[ResourceStatus]) -> bool {
-    resources.iter().all(|r| r.status == SYNCED)
+    resources
+        .iter()
+        .all(|r| r.status == SYNCED || (r.requires_pruning && r.ignore_extraneous))
 }
 
 /// The objects whose health is read: the ones a sync applied (they have a digest).
@@ -226,6 +233,25 @@ mod tests {
         let now = resources(&v2, &after_sync, &[]);
         assert_eq!(now[0].status, SYNCED, "a is unchanged and did not drift");
         assert_eq!(applied(&now).len(), 2, "a and b were applied; new was not");
+    }
+
+    #[test]
+    fn an_extraneous_object_annotated_ignore_extraneous_leaves_it_synced() {
+        let mut ignored = manifest("generated", "1");
+        ignored.object["metadata"]["annotations"] =
+            json!({"argocd.argoproj.io/compare-options": "IgnoreExtraneous"});
+        for (extra, synced_after) in [(ignored, true), (manifest("plain", "1"), false)] {
+            let v1: Vec<Desired> = [manifest("a", "1"), extra]
+                .iter()
+                .map(Desired::of)
+                .collect();
+            let mut applied = resources(&v1, &[], &[]);
+            synced(&v1, &mut applied);
+            let v2 = vec![Desired::of(&manifest("a", "1"))];
+            let now = resources(&v2, &applied, &[]);
+            assert!(now[1].requires_pruning, "{now:?}");
+            assert_eq!(all_synced(&now), synced_after, "{now:?}");
+        }
     }
 
     #[test]
