@@ -66,6 +66,9 @@ pub struct SyncRequest {
     /// Flux's post-build substitution: these variables are substituted into the built objects
     /// before anything else reads them; `None`: no substitution.
     pub substitute: Option<Vars>,
+    /// Flux's `namePrefix`, `nameSuffix`, `components` and `images`, written into the
+    /// kustomization at `path` before the build.
+    pub overlay: crate::kustomize::overlay::Overlay,
     /// Flux's SOPS decryption: files encrypted for these keys are decrypted before the build
     /// (objects and generator sources alike); `None`: an encrypted object is refused.
     pub decrypt: Option<Arc<crate::sops::Keys>>,
@@ -308,6 +311,7 @@ pub async fn run(
         allow_empty,
         substitute,
         decrypt,
+        overlay,
     } = request;
     let mut report = SyncReport {
         inventory: previous.clone(),
@@ -321,6 +325,9 @@ pub async fn run(
     };
 
     let mut files = files;
+    if let Err(e) = crate::kustomize::overlay::apply(&mut files, &path, &overlay) {
+        return fail(report, phases, SyncError::Build(e.to_string()));
+    }
     if let Some(keys) = &decrypt
         && let Err(e) = crate::sops::decrypt_files(&mut files, keys)
     {
@@ -825,6 +832,7 @@ mod tests {
             allow_empty: false,
             substitute: None,
             decrypt: None,
+            overlay: Default::default(),
         }
     }
 

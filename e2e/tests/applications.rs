@@ -521,15 +521,7 @@ async fn sync_waves_wait_for_health_and_prune_in_reverse() -> Result<()> {
     repo.remove("apps/last.yaml")?;
     repo.write("apps/keep.yaml", &cm_in("keep", "0"))?;
     repo.commit("three")?;
-    let deletes = eventually("three deletions", WAIT, || async {
-        let deletes: Vec<String> = skewer_e2e::audited("skewer", &ns)?
-            .into_iter()
-            .filter(|a| a.verb == "delete")
-            .map(|a| a.name)
-            .collect();
-        Ok((deletes.len() >= 3).then_some(deletes))
-    })
-    .await?;
+    let deletes = deletions(&ns, 3).await?;
     assert_eq!(deletes, ["last", "web", "first"], "reverse wave order");
     Ok(())
 }

@@ -303,10 +303,12 @@ async fn fluxs_fields_it_does_not_do_are_kept_and_refused_by_name() -> Result<()
         "app",
         "src",
         "./apps",
-        "  namePrefix: prod-\n  images: [{name: nginx, newTag: \"1.25\"}]\n",
+        "  buildMetadata: [originAnnotations]\n  healthCheckExprs: [{apiVersion: x.example/v1, kind: X, current: 'true'}]\n",
     )?;
     wait_failed(c, &ns, "app", |reason, msg| {
-        reason == "InvalidSpec" && msg.contains("spec.namePrefix ") && msg.contains("spec.images ")
+        reason == "InvalidSpec"
+            && msg.contains("spec.buildMetadata ")
+            && msg.contains("spec.healthCheckExprs ")
     })
     .await?;
     // The API server kept both: nothing vanished.
@@ -317,9 +319,9 @@ async fn fluxs_fields_it_does_not_do_are_kept_and_refused_by_name() -> Result<()
         "-n",
         &ns,
         "-o",
-        "jsonpath={.spec.namePrefix} {.spec.images[0].newTag}",
+        "jsonpath={.spec.buildMetadata[0]} {.spec.healthCheckExprs[0].current}",
     ])?;
-    assert_eq!(spec.trim(), "prod- 1.25");
+    assert_eq!(spec.trim(), "originAnnotations true");
     assert!(
         exists(c, "v1", "ConfigMap", &ns, "cfg").await?.is_none(),
         "nothing applied"
@@ -825,15 +827,7 @@ async fn argo_prune_last_goes_after_every_other_object() -> Result<()> {
     }
     let second = repo.commit("three leave")?;
     wait_applied(c, &ns, "app", &second).await?;
-    let deletes = eventually("three deletions", WAIT, || async {
-        let deletes: Vec<String> = skewer_e2e::audited("skewer", &ns)?
-            .into_iter()
-            .filter(|a| a.verb == "delete")
-            .map(|a| a.name)
-            .collect();
-        Ok((deletes.len() >= 3).then_some(deletes))
-    })
-    .await?;
+    let deletes = deletions(&ns, 3).await?;
     assert_eq!(
         deletes,
         ["a", "b", "last"],
@@ -905,5 +899,67 @@ async fn argo_ignore_extraneous_keeps_an_application_synced() -> Result<()> {
         Ok(())
     })
     .await?;
+    Ok(())
+}
+
+/// Flux's kustomize fields on a Kustomization, over a path with no kustomization.yaml (one is
+/// made, as Flux makes it): `namePrefix` and `nameSuffix` rename every object and the
+/// references to them, `images` retags, and a `components` directory adds its labels; one
+/// that is missing is left out with `ignoreMissingComponents`.
+#[tokio::test(flavor = "multi_thread")]
+async fn fluxs_kustomize_fields_rename_retag_and_add_components() -> Result<()> {
+    let f = Fixture::new("flux-kustomize").await?;
+    let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
+    repo.write(
+        "apps/cm.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings, namespace: {ns}}}\ndata: {{v: '1'}}\n"),
+    )?;
+    repo.write(
+        "apps/web/deploy.yaml",
+        &format!("apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  replicas: 0\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec:\n      containers:\n      - {{name: web, image: nginx:1.0, envFrom: [{{configMapRef: {{name: settings}}}}]}}\n"),
+    )?;
+    repo.write(
+        "components/tier/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\ncommonLabels: {tier: web}\n",
+    )?;
+    let commit = repo.commit("plain manifests and a component")?;
+    let _skewer = f.start(&[])?;
+    kustomization(
+        &ns,
+        "app",
+        "src",
+        "./apps",
+        "  prune: true\n  namePrefix: prod-\n  nameSuffix: -eu\n  images: [{name: nginx, newTag: '1.25'}]\n  components: [../components/tier, ../components/missing]\n  ignoreMissingComponents: true\n",
+    )?;
+    wait_applied(c, &ns, "app", &commit).await?;
+    let deploy = exists(c, "apps/v1", "Deployment", &ns, "prod-web-eu")
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no Deployment prod-web-eu"))?;
+    let container = &deploy.data["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], "nginx:1.25");
+    assert_eq!(
+        container["envFrom"][0]["configMapRef"]["name"], "prod-settings-eu",
+        "the reference follows the renamed ConfigMap"
+    );
+    assert_eq!(
+        deploy
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get("tier")
+            .map(String::as_str),
+        Some("web"),
+        "the component's label"
+    );
+    assert!(
+        exists(c, "v1", "ConfigMap", &ns, "prod-settings-eu")
+            .await?
+            .is_some()
+    );
+    assert!(
+        exists(c, "v1", "ConfigMap", &ns, "settings")
+            .await?
+            .is_none()
+    );
     Ok(())
 }

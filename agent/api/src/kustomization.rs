@@ -85,10 +85,39 @@ pub struct KustomizationSpec {
     /// `MirrorPrune` (delete them if `prune`), `Delete`, or `Orphan`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_policy: Option<String>,
+    /// Kustomize's own fields (Flux's), written into the kustomization at `path` before it
+    /// is built (one is made when the path has none), so references follow renamed objects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_prefix: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_suffix: Option<String>,
+    /// Images to rename, retag or pin, as kustomize's `images`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<Image>,
+    /// Directories relative to `path`, each a kustomize Component.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub components: Vec<String>,
+    /// Leave out `components` whose directory does not exist.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_missing_components: bool,
     /// Flux's fields skewer does not do yet, kept in the schema so that the reconciler refuses
     /// them by name (`Stalled`) instead of the API server dropping them without a word.
     #[serde(flatten)]
     pub refused: FluxOnly,
+}
+
+/// One entry of `images`: the image `name` as written in the objects, and what it becomes.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Image {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_tag: Option<String>,
+    /// `sha256:…`; wins over `newTag`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 /// Flux's Kustomization fields skewer refuses, each with what to do instead
@@ -96,17 +125,6 @@ pub struct KustomizationSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FluxOnly {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name_prefix: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name_suffix: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "super::any_objects")]
-    pub images: Vec<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub components: Vec<String>,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub ignore_missing_components: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub build_metadata: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -124,22 +142,6 @@ impl FluxOnly {
             format!("spec.{field} is not supported by skewer: {instead}")
         };
         let mut out = Vec::new();
-        for (field, set) in [
-            ("namePrefix", self.name_prefix.is_some()),
-            ("nameSuffix", self.name_suffix.is_some()),
-            ("images", !self.images.is_empty()),
-            ("components", !self.components.is_empty()),
-        ] {
-            if set {
-                out.push(kustomize(field, &format!("write `{field}` in a kustomization.yaml at spec.path, which skewer builds as kustomize does")));
-            }
-        }
-        if self.ignore_missing_components {
-            out.push(kustomize(
-                "ignoreMissingComponents",
-                "list only components that exist, in a kustomization.yaml at spec.path",
-            ));
-        }
         if !self.build_metadata.is_empty() {
             out.push(kustomize(
                 "buildMetadata",
@@ -339,16 +341,7 @@ mod tests {
     use super::*;
 
     /// Fields skewer keeps in its schema only to refuse them (see `FluxOnly::refusals`).
-    const REFUSED: &[&str] = &[
-        "namePrefix",
-        "nameSuffix",
-        "images",
-        "components",
-        "ignoreMissingComponents",
-        "buildMetadata",
-        "healthCheckExprs",
-        "ignore",
-    ];
+    const REFUSED: &[&str] = &["buildMetadata", "healthCheckExprs", "ignore"];
 
     #[test]
     fn each_flux_field_skewer_does_not_do_is_refused_by_name() {

@@ -3,6 +3,7 @@
 //! transform and its own patches). Pure; what the daemon and `skewer build` / `diff` share.
 
 use kube::{Resource, ResourceExt};
+use skewer_appliers::kustomize::overlay::{Image, Overlay};
 use skewer_appliers::patch::{PatchSpec, Selector};
 use skewer_appliers::substitute::Vars;
 use skewer_appliers::transform::{Owner, Transform};
@@ -25,6 +26,27 @@ pub fn transform(ks: &Kustomization) -> Transform {
         default_namespace: None,
         labels: metadata.labels,
         annotations: metadata.annotations,
+    }
+}
+
+/// What `ks` writes into the kustomization at its path: Flux's kustomize fields.
+pub fn overlay(ks: &Kustomization) -> Overlay {
+    let s = &ks.spec;
+    Overlay {
+        name_prefix: s.name_prefix.clone(),
+        name_suffix: s.name_suffix.clone(),
+        components: s.components.clone(),
+        ignore_missing_components: s.ignore_missing_components,
+        images: s
+            .images
+            .iter()
+            .map(|i| Image {
+                name: i.name.clone(),
+                new_name: i.new_name.clone(),
+                new_tag: i.new_tag.clone(),
+                digest: i.digest.clone(),
+            })
+            .collect(),
     }
 }
 

@@ -85,7 +85,15 @@ pub fn manifests(
     source_root: Option<&Path>,
     ks: Option<&Kustomization>,
 ) -> Result<Vec<Manifest>> {
-    let local = Local::read(path, source_root)?;
+    let mut local = Local::read(path, source_root)?;
+    if let Some(ks) = ks {
+        skewer_appliers::kustomize::overlay::apply(
+            &mut local.files,
+            &local.relative,
+            &spec::overlay(ks),
+        )
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
     let (patches, transform, owner) = match ks {
         Some(ks) => (
             spec::patches(ks),

@@ -156,6 +156,7 @@ pub async fn run_dev(client: kube::Client, dev: Dev) -> Result<()> {
                     allow_empty: true,
                     substitute: None,
                     decrypt: None,
+                    overlay: Default::default(),
                 };
                 let report = run(&applier, &memo, request).await;
                 previous = report.inventory.clone();

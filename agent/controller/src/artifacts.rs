@@ -90,11 +90,13 @@ async fn get<S: Source>(
 /// The files a deploy object of directory `dir` needs: those under it, read and digest-checked
 /// off the async runtime. Only that directory is unpacked, so an object of one directory of a
 /// big repository holds no more than that in memory; unless a kustomization under it may name
-/// bases elsewhere (`../base`), and then the whole artifact is read.
+/// bases elsewhere (`../base`), or the object says so (`whole`), and then the whole artifact
+/// is read.
 pub async fn files_under(
     store: &skewer_sources::Store,
     artifact: &ArtifactRef,
     dir: &str,
+    whole: bool,
 ) -> Result<Vec<SourceFile>, Failure> {
     let (store, key, digest, dir) = (
         store.clone(),
@@ -104,6 +106,9 @@ pub async fn files_under(
     );
     let failed = |e: String| Failure::new(Reason::ArtifactFailed, e);
     let files = tokio::task::spawn_blocking(move || {
+        if whole {
+            return store.get_under(&key, &digest, "");
+        }
         let files = store.get_under(&key, &digest, &dir)?;
         let kustomized = files.iter().any(|f| {
             let name = f.path.rsplit('/').next().unwrap_or_default();

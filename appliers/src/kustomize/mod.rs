@@ -16,6 +16,7 @@ pub mod file;
 pub mod generate;
 pub mod hash;
 pub mod names;
+pub mod overlay;
 pub mod res;
 pub mod smp;
 pub mod transform;

@@ -99,6 +99,7 @@ async fn library(s: &Setup, ns: &str) -> Result<Duration> {
         allow_empty: false,
         substitute: None,
         decrypt: None,
+        overlay: Default::default(),
     };
     let start = Instant::now();
     let report = skewer_appliers::sync::run(&s.applier, &Untracked, request).await;

@@ -337,3 +337,17 @@ pub fn skewer_cli(args: &[&str]) -> Result<String> {
     }
     Ok(String::from_utf8(out.stdout)?)
 }
+
+/// The names of the first `n` objects skewer deleted in `ns`, in the order the API server's
+/// audit log recorded the deletions (waiting until there are `n`).
+pub async fn deletions(ns: &str, n: usize) -> Result<Vec<String>> {
+    eventually(&format!("{n} deletions in {ns}"), WAIT, || async {
+        let deletes: Vec<String> = skewer_e2e::audited("skewer", ns)?
+            .into_iter()
+            .filter(|a| a.verb == "delete")
+            .map(|a| a.name)
+            .collect();
+        Ok((deletes.len() >= n).then_some(deletes))
+    })
+    .await
+}

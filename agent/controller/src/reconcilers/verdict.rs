@@ -64,8 +64,15 @@ mod tests {
             json!({"apiVersion": "skewer.dev/v1alpha1", "kind": "Kustomization", "metadata": {"name": "a", "namespace": "n"}, "spec": spec})
         };
         assert_eq!(refusal(&ks(json!({})), &settings), None);
-        let images = refusal(&ks(json!({"images": [{"name": "x"}]})), &settings).unwrap();
-        assert!(images.contains("spec.images "), "{images}");
+        let exprs = refusal(&ks(json!({"healthCheckExprs": [{"kind": "X"}]})), &settings).unwrap();
+        assert!(exprs.contains("spec.healthCheckExprs "), "{exprs}");
+        assert_eq!(
+            refusal(
+                &ks(json!({"images": [{"name": "x", "newTag": "2"}]})),
+                &settings
+            ),
+            None
+        );
         let interval = refusal(&ks(json!({"interval": "1fortnight"})), &settings).unwrap();
         assert!(interval.contains("spec.interval"), "{interval}");
         let app = json!({"apiVersion": "skewer.dev/v1alpha1", "kind": "Application", "metadata": {"name": "a", "namespace": "n"},

@@ -187,12 +187,12 @@ spec:
 ---
 apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
-metadata: {name: images, namespace: flux-system}
+metadata: {name: exprs, namespace: flux-system}
 spec:
   interval: 10m
   path: ./apps
   sourceRef: {kind: GitRepository, name: fleet}
-  images: [{name: nginx, newTag: "1.25"}]
+  healthCheckExprs: [{apiVersion: x/v1, kind: X, current: "true"}]
 ---
 apiVersion: helm.toolkit.fluxcd.io/v2
 kind: HelmRelease
@@ -203,8 +203,8 @@ kind: AppProject
 metadata: {name: team-a, namespace: argocd}
 "#;
     let judge = |o: &Value| {
-        o.pointer("/spec/images")
-            .map(|_| "spec.images is not supported by skewer".to_string())
+        o.pointer("/spec/healthCheckExprs")
+            .map(|_| "spec.healthCheckExprs is not supported by skewer".to_string())
     };
     let plan = plan(yaml, &judge);
     assert!(!plan.whole());
@@ -223,8 +223,8 @@ metadata: {name: team-a, namespace: argocd}
         ]
     );
     assert_eq!(
-        lost("images"),
-        ["refused by skewer: spec.images is not supported by skewer"]
+        lost("exprs"),
+        ["refused by skewer: spec.healthCheckExprs is not supported by skewer"]
     );
     let skipped: Vec<String> = plan
         .skipped

@@ -173,7 +173,7 @@ pub async fn diff(
     let artifact = deploy::own_source::artifact(ctx, &ns, &spec.wanted, spec.interval, None)
         .await
         .map_err(|f| f.message)?;
-    let files = artifacts::files_under(&ctx.store, &artifact, &spec.path)
+    let files = artifacts::files_under(&ctx.store, &artifact, &spec.path, false)
         .await
         .map_err(|f| f.message)?;
     let (files, _) = select(files, &spec);

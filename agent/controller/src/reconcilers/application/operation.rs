@@ -78,6 +78,7 @@ pub async fn sync_once(
         allow_empty: true,
         substitute: None,
         decrypt: None,
+        overlay: Default::default(),
     };
     let report = work.sync.run(request).await;
     status.inventory = Some(to_status(&report.inventory));

@@ -169,6 +169,11 @@ pub trait Deploy: Reconciled {
     fn reads(&self, _kind: &str, _namespace: &str, _name: &str) -> bool {
         false
     }
+    /// Whether its build may read files outside its path, so the whole artifact is read (a
+    /// kustomization under the path does the same by itself).
+    fn reads_outside_path(&self) -> bool {
+        false
+    }
     /// Hands off: no reconcile, no drift repaired, nothing pruned on deletion.
     fn suspended(&self) -> bool {
         false
@@ -370,10 +375,12 @@ impl<D: Deploy> Shared<'_, D> {
         if unchanged {
             return Ok(D::done(revision, true)).into();
         }
-        let files = match artifacts::files_under(&ctx.store, &artifact, D::path(self.spec)).await {
-            Ok(f) => f,
-            Err(f) => return Err(f).into(),
-        };
+        let whole = obj.reads_outside_path();
+        let files =
+            match artifacts::files_under(&ctx.store, &artifact, D::path(self.spec), whole).await {
+                Ok(f) => f,
+                Err(f) => return Err(f).into(),
+            };
         let work = Work {
             ctx,
             obj,

@@ -78,6 +78,11 @@ impl Deploy for Kustomization {
         s.kind == kind && s.name == name && s.namespace.as_deref().unwrap_or(&own) == ns
     }
 
+    fn reads_outside_path(&self) -> bool {
+        // Components are named relative to the path, and may be beside it (`../components`).
+        !self.spec.components.is_empty()
+    }
+
     fn path(spec: &Spec) -> &str {
         &spec.path
     }
@@ -234,20 +239,28 @@ mod tests {
     #[test]
     fn fluxs_fields_it_does_not_do_stall_it_by_name() {
         let settings = Settings::for_tests();
-        let e = ks(json!({"namePrefix": "p-", "images": [{"name": "nginx"}]}))
-            .spec(&settings)
-            .err()
-            .unwrap();
+        let e = ks(
+            json!({"buildMetadata": ["originAnnotations"], "healthCheckExprs": [{"kind": "X"}]}),
+        )
+        .spec(&settings)
+        .err()
+        .unwrap();
         assert_eq!(e.reason, Reason::InvalidSpec);
         assert!(
-            e.message.contains("spec.images ") && e.message.contains("spec.namePrefix "),
+            e.message.contains("spec.buildMetadata ")
+                && e.message.contains("spec.healthCheckExprs "),
             "{}",
             e.message
         );
         assert!(
-            e.message.contains("kustomization.yaml"),
+            e.message.contains("skewer.dev/origin"),
             "says what to do instead: {}",
             e.message
+        );
+        let kustomize = json!({"namePrefix": "p-", "images": [{"name": "nginx", "newTag": "1"}], "components": ["../c"]});
+        assert!(
+            ks(kustomize).spec(&settings).is_ok(),
+            "kustomize's own fields are done"
         );
     }
 

@@ -146,6 +146,7 @@ pub fn build(
         }),
         // Read from the cluster by the caller (`decryption::load`).
         decrypt: None,
+        overlay: skewer_api::spec::overlay(ks),
     }
 }
 
