@@ -1,5 +1,5 @@
 //! SOPS decryption, as Flux's `decryption: {provider: sops}` does it: files encrypted by the
-//! `sops` tool (YAML and JSON documents, dotenv files, and any other file in sops' binary
+//! `sops` tool (YAML and JSON documents, dotenv and INI files, and any other file in sops' binary
 //! envelope) are decrypted with age and OpenPGP keys before the build, so objects and
 //! `secretGenerator` sources both read plaintext. Each value is AES-256-GCM with its path as
 //! additional data; the file's MAC (SHA-512 over every value in document order, encrypted
@@ -171,12 +171,7 @@ pub fn decrypt_file(path: &str, data: &[u8], keys: &Keys) -> Result<Option<Vec<u
     }
     let text = std::str::from_utf8(data).map_err(|_| fail("not UTF-8".into()))?;
     let out = match format {
-        Format::Ini => {
-            return Err(fail(
-                "INI files are not decrypted by skewer; encrypt the values as a dotenv, YAML or JSON file"
-                    .into(),
-            ));
-        }
+        Format::Ini => Some(ini(text, keys).map_err(fail)?),
         Format::Dotenv => Some(dotenv(text, keys).map_err(fail)?),
         Format::Json | Format::Binary => {
             let doc: Node = serde_json::from_str(text)
@@ -308,6 +303,64 @@ fn dotenv(text: &str, keys: &Keys) -> Result<Vec<u8>, String> {
             other => other.to_string(),
         };
         out.push_str(&format!("{key}={value}\n"));
+    }
+    Ok(out.into_bytes())
+}
+
+/// An INI file: `[section]`s of `key = value` (`;` and `#` start comments; keys before any
+/// section are in `DEFAULT`), sops' metadata flattened into the `[sops]` section as a dotenv
+/// file's. Each value's path is its section, then its key.
+fn ini(text: &str, keys: &Keys) -> Result<Vec<u8>, String> {
+    let mut sections: Vec<(String, Node)> = vec![("DEFAULT".into(), Node::Map(Vec::new()))];
+    let mut meta = serde_json::Map::new();
+    let mut in_sops = false;
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with(';') || line.starts_with('#') {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            in_sops = name.trim() == "sops";
+            if !in_sops {
+                sections.push((name.trim().to_string(), Node::Map(Vec::new())));
+            }
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            return Err(format!("line {}: not key = value", n + 1));
+        };
+        let (key, value) = (key.trim(), value.trim());
+        if in_sops {
+            unflatten(&mut meta, key, value.replace("\\n", "\n"));
+        } else if let Some((_, Node::Map(items))) = sections.last_mut() {
+            items.push((key.to_string(), Node::Str(value.to_string())));
+        }
+    }
+    if meta.is_empty() {
+        return Err("no sops metadata (a [sops] section)".into());
+    }
+    let meta: Metadata = serde_json::from_value(Value::Object(meta))
+        .map_err(|e| format!("the sops metadata is not readable: {e}"))?;
+    let Node::Map(plain) = decrypt_tree(Node::Map(sections), &meta, keys)? else {
+        return Err("an INI file is a list of sections".into());
+    };
+    let mut out = String::new();
+    for (section, body) in plain {
+        let Value::Object(items) = body.into_value() else {
+            continue;
+        };
+        if section == "DEFAULT" && items.is_empty() {
+            continue;
+        }
+        out.push_str(&format!("[{section}]\n"));
+        for (key, value) in items {
+            let value = match value {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            out.push_str(&format!("{key} = {value}\n"));
+        }
+        out.push('\n');
     }
     Ok(out.into_bytes())
 }
