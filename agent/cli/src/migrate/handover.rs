@@ -228,6 +228,7 @@ async fn take(
         else {
             return Ok(Taken::Gone);
         };
+        let read_at = live.resource_version();
         let live = serde_json::to_value(&live)?;
         let patch = handover_patch(&live, c.tool, &c.from);
         match api
@@ -235,8 +236,14 @@ async fn take(
             .await
         {
             Ok(_) => return Ok(Taken::Yes),
-            // The object moved between the read and the patch: read it again.
-            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 422 => continue,
+            // A failed `test` (the object moved between the read and the patch): read it
+            // again. Any other refusal, or the same one with nothing moved, is the answer.
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 422 => {
+                let now = api.get_opt(&id.name).await.ok().flatten();
+                if now.is_some_and(|o| o.resource_version() == read_at) {
+                    bail!("handing {id} over: {}", s.message);
+                }
+            }
             Err(e) => bail!(
                 "handing {id} over: {}",
                 skewer_appliers::apply::api_message(&e)
