@@ -54,6 +54,8 @@ pub fn apply(files: &mut Vec<SourceFile>, path: &str, overlay: &Overlay) -> Resu
                 let k = read(&file, tree.file(&file).unwrap_or_default())?;
                 (file, k)
             }
+            // A path that is not there stays not there: the build says so.
+            None if !tree.is_dir(&dir) => return Ok(()),
             None => (join(&dir, KUSTOMIZATION_FILES[0]), generated(&tree, &dir)),
         }
     };
@@ -298,5 +300,9 @@ mod tests {
             apply(&mut f, "apps", &Overlay::default()).is_ok(),
             "nothing to do"
         );
+        let mut plain = files(&[("apps/cm.yaml", CM)]);
+        apply(&mut plain, "./typo", &overlay).unwrap();
+        let e = render(&plain, "./typo").unwrap_err().to_string();
+        assert!(e.contains("typo"), "a missing path is still named: {e}");
     }
 }
