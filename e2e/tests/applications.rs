@@ -234,7 +234,7 @@ async fn what_skewer_does_not_do_is_refused_naming_the_field() -> Result<()> {
         "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: helm, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: https://charts.example.com, chart: nginx, targetRevision: 15.0.0, helm: {{releaseName: web}}}}\n"
     ))?;
     kc_apply(&format!(
-        "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: options, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: https://example.com/x.git, path: .}}\n  syncPolicy: {{syncOptions: [CreateNamespace=true, Replace=true]}}\n"
+        "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: options, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: https://example.com/x.git, path: .}}\n  syncPolicy: {{syncOptions: [CreateNamespace=true, RespectIgnoreDifferences=true]}}\n"
     ))?;
     // A PreSync hook in the source: refused, naming file and object, and nothing applied.
     let git = GitServer::start()?;
@@ -253,7 +253,7 @@ async fn what_skewer_does_not_do_is_refused_naming_the_field() -> Result<()> {
         ("helm", "spec.source.chart"),
         (
             "options",
-            "spec.syncPolicy.syncOptions[1]: 'Replace=true' is not supported",
+            "spec.syncPolicy.syncOptions[1]: 'RespectIgnoreDifferences=true' is not supported",
         ),
     ] {
         wait_app(&c, &ns, name, "refused", |st| {

@@ -226,10 +226,12 @@ fn one(object: Value, from: Origin, tool: Tool, judge: Judge) -> Converted {
         "Receiver" => dropped::<Receiver>(&skewer),
         _ => dropped::<Application>(&skewer),
     };
-    if lost.is_empty()
-        && let Some(why) = judge(&skewer)
-    {
-        lost.push(format!("refused by skewer: {why}"));
+    if lost.is_empty() {
+        lost.extend(
+            refusals(&skewer, judge)
+                .into_iter()
+                .map(|why| format!("refused by skewer: {why}")),
+        );
     }
     Converted {
         from,
@@ -238,6 +240,79 @@ fn one(object: Value, from: Origin, tool: Tool, judge: Judge) -> Converted {
         lost,
         notes,
         live,
+    }
+}
+
+/// Every refusal of `object`: the daemon stops at the first field it refuses, so each one
+/// named (`spec.source.helm: …`) is taken out of a copy and the copy judged again, until it is
+/// taken or a refusal names no field that can be taken out (a bounded number of times).
+fn refusals(object: &Value, judge: Judge) -> Vec<String> {
+    let mut object = object.clone();
+    let mut out: Vec<String> = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
+    for _ in 0..32 {
+        let Some(why) = judge(&object) else {
+            break;
+        };
+        // One message may name several fields, `; `-separated (a part not naming a field
+        // belongs to the one before it).
+        let mut parts: Vec<String> = Vec::new();
+        for part in why.split("; ") {
+            match parts.last_mut() {
+                Some(last) if field_of(part).is_none() => {
+                    last.push_str("; ");
+                    last.push_str(part);
+                }
+                _ => parts.push(part.to_string()),
+            }
+        }
+        let fields: Vec<String> = parts.iter().filter_map(|p| field_of(p)).collect();
+        let fresh = fields.iter().all(|f| !seen.contains(f));
+        if fresh {
+            out.extend(parts.iter().cloned());
+        }
+        if !fresh || fields.is_empty() || !fields.iter().all(|f| remove(&mut object, f)) {
+            break;
+        }
+        seen.extend(fields);
+    }
+    out.dedup();
+    out
+}
+
+/// The field a refusal starts with: `spec.a.b[2]` of `spec.a.b[2]: …` or `spec.a is …`.
+fn field_of(message: &str) -> Option<String> {
+    let end = message.find([':', ' ']).unwrap_or(message.len());
+    let field = &message[..end];
+    field.starts_with("spec.").then(|| field.to_string())
+}
+
+/// Removes the field at `spec.a.b[2]` from `object`; whether it was there.
+fn remove(object: &mut Value, field: &str) -> bool {
+    let mut steps: Vec<String> = Vec::new();
+    for part in field.split('.') {
+        match part.split_once('[') {
+            Some((name, index)) => {
+                steps.push(name.to_string());
+                steps.push(index.trim_end_matches(']').to_string());
+            }
+            None => steps.push(part.to_string()),
+        }
+    }
+    let Some((last, parents)) = steps.split_last() else {
+        return false;
+    };
+    let pointer: String = parents.iter().map(|s| format!("/{s}")).collect();
+    match object.pointer_mut(&pointer) {
+        Some(Value::Object(map)) => map.remove(last).is_some(),
+        Some(Value::Array(items)) => match last.parse::<usize>() {
+            Ok(i) if i < items.len() => {
+                items.remove(i);
+                true
+            }
+            _ => false,
+        },
+        _ => false,
     }
 }
 

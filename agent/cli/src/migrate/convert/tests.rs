@@ -298,3 +298,50 @@ spec:
         serde_json::json!({"team": "web"})
     );
 }
+
+#[test]
+fn every_refused_field_is_named_not_only_the_first() {
+    // A judge that, like the daemon, stops at the first field it refuses.
+    let judge = |o: &Value| {
+        [
+            "/spec/source/helm",
+            "/spec/sources",
+            "/spec/syncPolicy/syncOptions/0",
+        ]
+        .iter()
+        .find(|p| o.pointer(p).is_some())
+        .map(|p| {
+            format!(
+                "{}: not supported",
+                p[1..].replace('/', ".").replace(".0", "[0]")
+            )
+        })
+    };
+    let yaml = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: everything, namespace: argocd}
+spec:
+  project: default
+  source: {repoURL: https://git.example/r.git, helm: {releaseName: x}}
+  sources: [{repoURL: https://git.example/s.git}]
+  destination: {server: https://kubernetes.default.svc}
+  syncPolicy: {syncOptions: [Replace=maybe]}
+"#;
+    let plan = plan(yaml, &judge);
+    assert_eq!(
+        plan.converted[0].lost,
+        [
+            "refused by skewer: spec.source.helm: not supported",
+            "refused by skewer: spec.sources: not supported",
+            "refused by skewer: spec.syncPolicy.syncOptions[0]: not supported"
+        ]
+    );
+    assert!(
+        plan.converted[0]
+            .object
+            .pointer("/spec/source/helm")
+            .is_some(),
+        "the object written keeps every field; only the judged copy loses them"
+    );
+}

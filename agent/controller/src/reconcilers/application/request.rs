@@ -96,7 +96,7 @@ pub struct Spec {
     pub identity: Option<String>,
 }
 
-const OPTIONS: &str = "CreateNamespace=true, PruneLast=true, PrunePropagationPolicy=foreground|background|orphan, ApplyOutOfSyncOnly=true, ServerSideApply=true, Validate=false";
+const OPTIONS: &str = "CreateNamespace=true, PruneLast=true, PrunePropagationPolicy=foreground|background|orphan, ApplyOutOfSyncOnly=true, ServerSideApply=true, Validate=false, SkipDryRunOnMissingResource=true, Replace=true, FailOnSharedResource=true";
 
 /// Checks `app`'s spec: every field skewer cannot honour is refused by name.
 pub fn spec(app: &Application, settings: &Settings) -> Result<Spec, Failure> {
@@ -282,8 +282,14 @@ fn options(written: &[String]) -> Result<Options, Failure> {
                 o.propagation = PropagationPolicy::Background
             }
             ("PrunePropagationPolicy", "orphan") => o.propagation = PropagationPolicy::Orphan,
-            // skewer always applies server-side; validation is the server's.
-            ("ServerSideApply", "true") | ("Validate", "false" | "true") => {}
+            // What skewer always does: server-side apply (nothing kept in an annotation, so
+            // nothing to `Replace` for), validated by the server, a kind whose CRD is in the
+            // same sync resolved from it, and an object another owner holds refused.
+            ("ServerSideApply", "true")
+            | ("Validate", "false" | "true")
+            | ("SkipDryRunOnMissingResource", "true" | "false")
+            | ("Replace", "true" | "false")
+            | ("FailOnSharedResource", "true") => {}
             ("ServerSideApply", _) => {
                 return refuse("is not supported: skewer always applies server-side");
             }
@@ -406,6 +412,15 @@ syncPolicy:
     }
 
     #[test]
+    fn options_for_what_skewer_always_does_are_taken() {
+        let always = GUIDE.replace(
+            "[ServerSideApply=true, CreateNamespace=true]",
+            "[SkipDryRunOnMissingResource=true, Replace=true, FailOnSharedResource=true, Validate=false]",
+        );
+        assert!(spec(&app(&always), &settings()).is_ok());
+    }
+
+    #[test]
     fn what_skewer_does_not_do_is_refused_by_field() {
         for (change, field) in [
             (
@@ -422,7 +437,7 @@ syncPolicy:
             ),
             ("project: platform", "spec.project"),
             (
-                "syncPolicy: {syncOptions: [Replace=true]}",
+                "syncPolicy: {syncOptions: [RespectIgnoreDifferences=true]}",
                 "spec.syncPolicy.syncOptions[0]",
             ),
             (
