@@ -676,7 +676,7 @@ async fn migrate_hands_live_objects_over_in_place() -> Result<()> {
         uids.insert(name, uid);
     }
     let argo_marks = format!(
-        "annotations: {{argocd.argoproj.io/tracking-id: 'guestbook:/ConfigMap:{ns}/argo-a'}}"
+        "labels: {{app.kubernetes.io/instance: guestbook}}, annotations: {{argocd.argoproj.io/tracking-id: 'guestbook:/ConfigMap:{ns}/argo-a'}}"
     );
     uids.insert(
         "argo-a",
@@ -750,7 +750,9 @@ async fn migrate_hands_live_objects_over_in_place() -> Result<()> {
             "{name}: {managers:?}"
         );
         assert!(
-            !marks.contains("kustomize.toolkit.fluxcd.io/") && !marks.contains("tracking-id"),
+            !marks.contains("kustomize.toolkit.fluxcd.io/")
+                && !marks.contains("tracking-id")
+                && !marks.contains("app.kubernetes.io/instance"),
             "{name}: {marks}"
         );
         let owner = if name.starts_with("flux") {

@@ -47,6 +47,10 @@ const OLD_LABELS: [&str; 2] = [
     "kustomize.toolkit.fluxcd.io/namespace",
 ];
 const OLD_ANNOTATIONS: [&str; 1] = ["argocd.argoproj.io/tracking-id"];
+/// Argo CD's tracking label (its default before annotation tracking): removed only when it
+/// holds what Argo CD writes, the Application's name (or `<namespace>_<name>`), so a label
+/// the objects' own manifests set is left to them (skewer applies it again from Git).
+const ARGO_INSTANCE: &str = "app.kubernetes.io/instance";
 
 /// Hands `plan` over; returns what was done, a line each. Refuses, changing nothing, when an
 /// object would not come along whole.
@@ -288,6 +292,18 @@ pub fn handover_patch(live: &Value, tool: Tool, owner: &Origin) -> json_patch::P
     OLD_LABELS.iter().for_each(|l| {
         labels.remove(*l);
     });
+    let tracked = [
+        owner.name.clone(),
+        format!("{}_{}", owner.namespace, owner.name),
+    ];
+    if tool == Tool::ArgoCd
+        && labels
+            .get(ARGO_INSTANCE)
+            .and_then(Value::as_str)
+            .is_some_and(|v| tracked.iter().any(|t| t == v))
+    {
+        labels.remove(ARGO_INSTANCE);
+    }
     labels.insert(OWNER_NAME.into(), owner.name.clone().into());
     labels.insert(OWNER_NAMESPACE.into(), owner.namespace.clone().into());
     ops.push(json!({"op": "add", "path": "/metadata/labels", "value": labels}));
@@ -364,6 +380,18 @@ mod tests {
             "managedFields": [{"manager": "argocd-controller", "operation": "Apply"}]}});
         let out = patched(&live, Tool::ArgoCd);
         assert_eq!(out["metadata"]["annotations"], json!({"keep": "me"}));
+        let labeled = |value: &str| {
+            let mut l = live.clone();
+            l["metadata"]["labels"] = json!({"app.kubernetes.io/instance": value});
+            patched(&l, Tool::ArgoCd)["metadata"]["labels"]["app.kubernetes.io/instance"].clone()
+        };
+        assert_eq!(
+            labeled("apps"),
+            Value::Null,
+            "Argo CD's tracking label goes"
+        );
+        assert_eq!(labeled("flux-system_apps"), Value::Null);
+        assert_eq!(labeled("web"), "web", "a label of the object's own stays");
         assert_eq!(
             out["metadata"]["managedFields"],
             json!([{}]),
