@@ -288,14 +288,7 @@ fn dotenv(text: &str, keys: &Keys) -> Result<Vec<u8>, String> {
             None => items.push((key.to_string(), Node::Str(value))),
         }
     }
-    if meta.is_empty() {
-        return Err("no sops metadata (sops_* lines)".into());
-    }
-    let meta: Metadata = serde_json::from_value(Value::Object(meta))
-        .map_err(|e| format!("the sops metadata is not readable: {e}"))?;
-    let Node::Map(plain) = decrypt_tree(Node::Map(items), &meta, keys)? else {
-        return Err("a dotenv file is a list of KEY=VALUE".into());
-    };
+    let plain = decrypt_flattened(items, meta, keys, "sops_* lines")?;
     let mut out = String::new();
     for (key, value) in plain {
         let value = match value.into_value() {
@@ -305,6 +298,25 @@ fn dotenv(text: &str, keys: &Keys) -> Result<Vec<u8>, String> {
         out.push_str(&format!("{key}={value}\n"));
     }
     Ok(out.into_bytes())
+}
+
+/// Decrypts the entries of a file whose sops metadata was flattened into keys (dotenv, INI),
+/// that metadata having been gathered as `meta` (`where_` says where it is written).
+fn decrypt_flattened(
+    items: Vec<(String, Node)>,
+    meta: serde_json::Map<String, Value>,
+    keys: &Keys,
+    where_: &str,
+) -> Result<Vec<(String, Node)>, String> {
+    if meta.is_empty() {
+        return Err(format!("no sops metadata ({where_})"));
+    }
+    let meta: Metadata = serde_json::from_value(Value::Object(meta))
+        .map_err(|e| format!("the sops metadata is not readable: {e}"))?;
+    match decrypt_tree(Node::Map(items), &meta, keys)? {
+        Node::Map(plain) => Ok(plain),
+        _ => Err("the decrypted file is not a list of entries".into()),
+    }
 }
 
 /// An INI file: `[section]`s of `key = value` (`;` and `#` start comments; keys before any
@@ -336,14 +348,7 @@ fn ini(text: &str, keys: &Keys) -> Result<Vec<u8>, String> {
             items.push((key.to_string(), Node::Str(value.to_string())));
         }
     }
-    if meta.is_empty() {
-        return Err("no sops metadata (a [sops] section)".into());
-    }
-    let meta: Metadata = serde_json::from_value(Value::Object(meta))
-        .map_err(|e| format!("the sops metadata is not readable: {e}"))?;
-    let Node::Map(plain) = decrypt_tree(Node::Map(sections), &meta, keys)? else {
-        return Err("an INI file is a list of sections".into());
-    };
+    let plain = decrypt_flattened(sections, meta, keys, "a [sops] section")?;
     let mut out = String::new();
     for (section, body) in plain {
         let Value::Object(items) = body.into_value() else {

@@ -56,7 +56,10 @@ pub fn apply(files: &mut Vec<SourceFile>, path: &str, overlay: &Overlay) -> Resu
             }
             // A path that is not there stays not there: the build says so.
             None if !tree.is_dir(&dir) => return Ok(()),
-            None => (join(&dir, KUSTOMIZATION_FILES[0]), generated(&tree, &dir)),
+            None => (
+                tree::join_raw(&dir, KUSTOMIZATION_FILES[0]),
+                generated(&tree, &dir),
+            ),
         }
     };
     let field = |name: &str, v: &Option<String>, k: &mut Map<String, Value>| {
@@ -67,7 +70,7 @@ pub fn apply(files: &mut Vec<SourceFile>, path: &str, overlay: &Overlay) -> Resu
     field("namePrefix", &overlay.name_prefix, &mut k);
     field("nameSuffix", &overlay.name_suffix, &mut k);
     let exists = |c: &str| {
-        let at = normalize_path(&join(&dir, c));
+        let at = normalize_path(&tree::join_raw(&dir, c));
         at.is_empty() || files.iter().any(|f| f.path.starts_with(&format!("{at}/")))
     };
     let components: Vec<Value> = overlay
@@ -92,13 +95,6 @@ pub fn apply(files: &mut Vec<SourceFile>, path: &str, overlay: &Overlay) -> Resu
         None => files.push(SourceFile { path: file, data }),
     }
     Ok(())
-}
-
-fn join(dir: &str, name: &str) -> String {
-    match dir.is_empty() {
-        true => name.to_string(),
-        false => format!("{dir}/{name}"),
-    }
 }
 
 fn read(file: &str, data: &[u8]) -> Result<Map<String, Value>, Error> {

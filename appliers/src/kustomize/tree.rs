@@ -80,7 +80,8 @@ pub fn base_name(path: &str) -> &str {
     path.rsplit_once('/').map_or(path, |(_, b)| b)
 }
 
-fn join_raw(dir: &str, name: &str) -> String {
+/// `dir/name`, or `name` at the root; nothing folded.
+pub(crate) fn join_raw(dir: &str, name: &str) -> String {
     if dir.is_empty() {
         name.to_string()
     } else {

@@ -49,7 +49,7 @@ impl Origin {
     }
 
     fn group(&self) -> &str {
-        self.api_version.split_once('/').map_or("", |(g, _)| g)
+        skewer_appliers::object::split_api_version(&self.api_version).0
     }
 }
 
