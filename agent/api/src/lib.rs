@@ -8,6 +8,7 @@
 #[cfg(test)]
 mod anchors;
 pub mod application;
+pub mod applicationset;
 pub mod conditions;
 pub mod duration;
 pub mod gitrepository;
@@ -23,10 +24,14 @@ pub mod spec;
 pub mod watch;
 
 pub use application::{Application, ApplicationSpec, ApplicationStatus};
+pub use applicationset::{ApplicationSet, ApplicationSetSpec, ApplicationSetStatus};
 pub use conditions::Condition;
 pub use gitrepository::{GitRepository, GitRepositorySpec, GitRepositoryStatus};
 pub use kustomization::{Kustomization, KustomizationSpec, KustomizationStatus};
-pub use names::{COMMIT_AUTHOR, COMMIT_MESSAGE, FIELD_MANAGER, FINALIZER, OwnerKey};
+pub use names::{
+    APPSET_FIELD_MANAGER, COMMIT_AUTHOR, COMMIT_MESSAGE, FIELD_MANAGER, FINALIZER, OwnerKey,
+    PRESERVE_RESOURCES, ROLLOUT_FIELD_MANAGER, ROLLOUT_HOLD,
+};
 pub use ocirepository::{OCIRepository, OCIRepositorySpec};
 pub use receiver::{Receiver, ReceiverSpec};
 pub use reconciled::Reconciled;

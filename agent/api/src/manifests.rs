@@ -5,7 +5,7 @@
 use kube::CustomResourceExt;
 use serde_json::{Value, json};
 
-use crate::{Application, GitRepository, Kustomization, OCIRepository, Receiver};
+use crate::{Application, ApplicationSet, GitRepository, Kustomization, OCIRepository, Receiver};
 
 pub const NAMESPACE: &str = "skewer-system";
 
@@ -16,6 +16,7 @@ pub fn files(image: &str) -> Result<Vec<(&'static str, String)>, serde_saphyr::S
         OCIRepository::crd(),
         Kustomization::crd(),
         Application::crd(),
+        ApplicationSet::crd(),
         Receiver::crd(),
     ]
     .into_iter()

@@ -11,6 +11,18 @@ pub const FINALIZER: &str = "finalizers.skewer.dev";
 pub const COMMIT_AUTHOR: &str = "skewer.dev/commit-author";
 pub const COMMIT_MESSAGE: &str = "skewer.dev/commit-message";
 
+/// The field manager with which ApplicationSets write the Applications they generate.
+pub const APPSET_FIELD_MANAGER: &str = "skewer-applicationset";
+/// The field manager with which a RollingSync asks its Applications to sync or refresh.
+pub const ROLLOUT_FIELD_MANAGER: &str = "skewer-rollout";
+/// On an Application an ApplicationSet's RollingSync generated: it compares but never syncs by
+/// itself (`syncPolicy.automated` still says how a sync prunes and heals); the ApplicationSet
+/// asks it to sync when its step opens.
+pub const ROLLOUT_HOLD: &str = "skewer.dev/rollout-hold";
+/// On an Application an ApplicationSet with `preserveResourcesOnDeletion` generated: deleting
+/// it leaves what it applied.
+pub const PRESERVE_RESOURCES: &str = "skewer.dev/preserve-resources-on-deletion";
+
 /// A deploy object as the drift and ownership tables know it: `Kind/namespace/name`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct OwnerKey {

@@ -62,12 +62,13 @@ macro_rules! reconciled {
 
 reconciled!(Kustomization, KustomizationStatus);
 reconciled!(Application, ApplicationStatus);
+reconciled!(ApplicationSet, ApplicationSetStatus);
 reconciled!(GitRepository, SourceStatus);
 reconciled!(OCIRepository, SourceStatus);
 reconciled!(Receiver, ReceiverStatus);
 
 use crate::receiver::ReceiverStatus;
 use crate::{
-    Application, ApplicationStatus, GitRepository, Kustomization, KustomizationStatus,
-    OCIRepository, Receiver, SourceStatus,
+    Application, ApplicationSet, ApplicationSetStatus, ApplicationStatus, GitRepository,
+    Kustomization, KustomizationStatus, OCIRepository, Receiver, SourceStatus,
 };

@@ -187,6 +187,32 @@ impl Registry {
         }
     }
 
+    /// Every registration listed so far, valid or not, one per cluster name (a name registered
+    /// twice is an error): what ApplicationSets' `clusters` generators choose from. Waits for
+    /// the first lists as [`Registry::lookup`] does.
+    pub async fn all(&self) -> Result<Vec<Result<Arc<Registration>, Unregistered>>, Unregistered> {
+        self.listed().await?;
+        let secrets = self.secrets.read().unwrap_or_else(|e| e.into_inner());
+        let mut by_name: BTreeMap<String, Vec<(&str, &Entry)>> = BTreeMap::new();
+        for ((_, secret), entry) in secrets.iter() {
+            by_name
+                .entry(name_of(entry))
+                .or_default()
+                .push((secret, entry));
+        }
+        Ok(by_name
+            .into_iter()
+            .map(|(name, entries)| match entries.as_slice() {
+                [(_, Ok(r))] => Ok(r.clone()),
+                [(_, Err((_, e)))] => Err(Unregistered::Invalid(name, e.clone())),
+                _ => Err(Unregistered::Ambiguous {
+                    name,
+                    secrets: entries.iter().map(|(s, _)| s.to_string()).collect(),
+                }),
+            })
+            .collect())
+    }
+
     /// The registration of cluster `name`, once the Secrets have been listed.
     pub async fn lookup(&self, name: &str) -> Result<Arc<Registration>, Unregistered> {
         self.listed().await?;
@@ -317,7 +343,11 @@ fn read(label: usize, s: &Secret) -> ((usize, String), Entry) {
     let key = secret_key(s);
     let data = data_of(s);
     let entry = secret::parse(&key, &data, allowed_of(s))
-        .map(Arc::new)
+        .map(|mut r| {
+            r.labels = s.labels().clone();
+            r.annotations = s.annotations().clone();
+            Arc::new(r)
+        })
         .map_err(|e| (secret::registered_name(&s.name_any(), &data), e));
     if let Err((_, e)) = &entry {
         warn!(error = %e, "invalid cluster Secret");
@@ -334,7 +364,12 @@ fn name_of(e: &Entry) -> String {
 
 fn differs(old: Option<&Entry>, new: &Entry) -> bool {
     match (old, new) {
-        (Some(Ok(a)), Ok(b)) => a.fingerprint != b.fingerprint || a.name != b.name,
+        (Some(Ok(a)), Ok(b)) => {
+            a.fingerprint != b.fingerprint
+                || a.name != b.name
+                || a.labels != b.labels
+                || a.annotations != b.annotations
+        }
         (Some(Err(a)), Err(b)) => a != b,
         _ => true,
     }

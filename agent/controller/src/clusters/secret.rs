@@ -31,6 +31,12 @@ pub struct Registration {
     pub secret: String,
     /// Which namespaces' Kustomizations and Applications may deploy to it.
     pub allowed: Allowed,
+    /// The Secret's labels and annotations, which ApplicationSets' `clusters` generators select
+    /// by and pass on as parameters.
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// The `project` field (Argo CD's), passed on as a parameter.
+    pub project: String,
 }
 
 /// The fingerprint of a Secret's data.
@@ -99,6 +105,7 @@ pub fn parse(
         })?,
     };
     let name = registered_name(secret_name, data);
+    let project = text("project")?.unwrap_or_default();
     let server = text("server")?
         .filter(|s| !s.is_empty())
         .ok_or_else(|| invalid("server", "required (the API server's URL)".into()))?;
@@ -150,6 +157,9 @@ pub fn parse(
         fingerprint: fingerprint(data),
         secret: secret.into(),
         allowed,
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+        project,
     })
 }
 
