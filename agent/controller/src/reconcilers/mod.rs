@@ -3,6 +3,7 @@
 //! [`crate::runtime::report::Session::finish`], which reports it the same way for every kind.
 
 pub mod application;
+pub mod applicationset;
 pub mod dependencies;
 pub mod deploy;
 pub mod fetch;
@@ -24,6 +25,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         ocirepository::run(ctx.clone(), namespace.clone()),
         kustomization::run(ctx.clone(), namespace.clone()),
         application::run(ctx.clone(), namespace.clone()),
+        applicationset::run(ctx.clone(), namespace.clone()),
         crate::webhook::run(ctx.clone(), namespace),
         ctx.targets.follow_registry(),
     );

@@ -86,6 +86,12 @@ impl Deploy for Application {
     /// otherwise it stays. Foreground deletion waits for dependents, which an Application's
     /// deletion must not.
     fn on_delete(&self, settings: &Settings) -> Option<PropagationPolicy> {
+        if self
+            .annotations()
+            .contains_key(crate::api::PRESERVE_RESOURCES)
+        {
+            return None;
+        }
         let spec = request::spec(self, settings).ok()?;
         request::prune(&spec).map(|p| match p {
             PropagationPolicy::Orphan => PropagationPolicy::Orphan,
@@ -247,6 +253,10 @@ async fn compare_and_sync(
         last: Last::of(status.operation_state.as_ref(), revision, generation),
         renders_nothing: desired.is_empty(),
         has_resources: !resources.is_empty(),
+        held: work
+            .obj
+            .annotations()
+            .contains_key(crate::api::ROLLOUT_HOLD),
     };
     let mut retry_in = None;
     match phase::decide(facts) {

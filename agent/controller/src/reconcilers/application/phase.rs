@@ -89,14 +89,18 @@ pub struct Facts {
     pub renders_nothing: bool,
     /// The Application has resources now (that an empty sync would prune).
     pub has_resources: bool,
+    /// An ApplicationSet's RollingSync holds it (`skewer.dev/rollout-hold`): a changed source
+    /// waits for a sync request; retries of a requested sync still run.
+    pub held: bool,
 }
 
 /// Whether and how to sync. Asked: always, from attempt 0. Automated: when the source changed
-/// or a retry is due, never again once out of retries for this revision and generation, and
-/// never to prune everything unless `allowEmpty`.
+/// (unless held by a rollout) or a retry is due, never again once out of retries for this
+/// revision and generation, and never to prune everything unless `allowEmpty`.
 pub fn decide(f: Facts) -> Decision {
     let retrying = matches!(f.last, Last::Retrying { .. });
-    let automated = f.automated.is_some() && (f.changed || retrying) && f.last != Last::Exhausted;
+    let automated =
+        f.automated.is_some() && ((f.changed && !f.held) || retrying) && f.last != Last::Exhausted;
     if !f.asked && !automated {
         return Decision::Leave;
     }
@@ -198,9 +202,32 @@ mod tests {
                 last,
                 renders_nothing,
                 has_resources,
+                held: false,
             };
             assert_eq!(decide(facts), want, "row {i}: {facts:?}");
         }
+    }
+
+    #[test]
+    fn a_rollout_hold_waits_for_a_request_but_lets_retries_run() {
+        let facts = |asked, last| Facts {
+            asked,
+            automated: AUTO,
+            changed: true,
+            last,
+            renders_nothing: false,
+            has_resources: true,
+            held: true,
+        };
+        assert_eq!(decide(facts(false, Last::Other)), Decision::Leave);
+        assert_eq!(
+            decide(facts(true, Last::Other)),
+            Decision::Sync { retries: 0 }
+        );
+        assert_eq!(
+            decide(facts(false, Last::Retrying { retries: 1 })),
+            Decision::Sync { retries: 1 }
+        );
     }
 
     #[test]

@@ -74,7 +74,9 @@ pub async fn run<D: Deploy>(ctx: Arc<Context>, namespace: Option<String>) {
 }
 
 /// The values `rx` announces, lagging ones skipped, until its sender goes.
-fn announced<T: Clone + Send + 'static>(rx: broadcast::Receiver<T>) -> impl Stream<Item = T> {
+pub(crate) fn announced<T: Clone + Send + 'static>(
+    rx: broadcast::Receiver<T>,
+) -> impl Stream<Item = T> {
     futures::stream::unfold(rx, |mut rx| async move {
         loop {
             match rx.recv().await {
