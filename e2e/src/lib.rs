@@ -226,6 +226,7 @@ pub fn install_crds(kubeconfig: &Path) -> Result<()> {
         "crd/gitrepositories.skewer.dev",
         "crd/ocirepositories.skewer.dev",
         "crd/applications.skewer.dev",
+        "crd/applicationsets.skewer.dev",
         "crd/receivers.skewer.dev",
         "--timeout=60s",
     ]))?;

@@ -13,10 +13,7 @@ use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
-use skewer_e2e::{
-    Skewer, audited, base64, client_cert, eventually, kc, kc_apply, kc_on, server_ca, server_url,
-    unique,
-};
+use skewer_e2e::{Skewer, audited, eventually, kc, kc_apply, kc_on, unique};
 
 /// `skewer get clusters -n ns -o json`, as the hub's admin.
 fn get_clusters(ns: &str) -> Result<Vec<serde_json::Value>> {
@@ -39,28 +36,9 @@ fn row<'a>(rows: &'a [serde_json::Value], name: &str) -> Result<&'a serde_json::
         .with_context(|| format!("no row {name} in {rows:?}"))
 }
 
-/// A cluster Secret exactly as policy engines generate them for virtual clusters (Argo CD's
-/// label, client certificate), registering `spoke` as `name`.
+/// A cluster Secret exactly as policy engines generate them for virtual clusters.
 fn certificate_secret(ns: &str, name: &str, spoke: &Path) -> Result<()> {
-    let (cert, key) = client_cert(spoke, &unique("skewer"), Some("system:masters"))?;
-    kc_apply(&format!(
-        r#"apiVersion: v1
-kind: Secret
-metadata:
-  name: vcluster-{name}
-  namespace: {ns}
-  labels: {{argocd.argoproj.io/secret-type: cluster, clusterType: vcluster, team: team-a}}
-stringData:
-  name: {name}
-  server: {server}
-  config: |
-    {{"tlsClientConfig": {{"insecure": false, "caData": "{ca}", "certData": "{cert}", "keyData": "{key}"}}}}
-"#,
-        server = server_url(spoke)?,
-        ca = server_ca(spoke)?,
-        cert = base64(cert.as_bytes()),
-        key = base64(key.as_bytes()),
-    ))
+    vcluster_secret(ns, name, spoke, "clusterType: vcluster, team: team-a", None)
 }
 
 async fn configmap(c: &kube::Client, ns: &str, name: &str) -> Result<Option<ConfigMap>> {

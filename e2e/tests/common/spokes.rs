@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use anyhow::Result;
-use skewer_e2e::{apply_to, eventually, kc_apply, kc_on, server_ca, server_url};
+use skewer_e2e::{
+    apply_to, base64, client_cert, eventually, kc_apply, kc_on, server_ca, server_url, unique,
+};
 
 use super::WAIT;
 
@@ -148,5 +150,40 @@ pub fn token_secret_allowing(
     kc_apply(&format!(
         "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: {ns}\n  labels: {{skewer.dev/secret-type: cluster}}\n{annotations}stringData:\n  name: {name}\n  server: {}\n  config: '{config}'\n",
         server_url(spoke)?
+    ))
+}
+
+/// A cluster Secret exactly as policy engines generate them for virtual clusters (Kyverno's
+/// `generate` rules): Argo CD's label beside `labels` (YAML flow entries, `env: dev, team: a`),
+/// `stringData` with `name`, `server` and a client certificate in `config`, registering the
+/// cluster of `kubeconfig` as `name`; Secret `vcluster-<name>`.
+pub fn vcluster_secret(
+    ns: &str,
+    name: &str,
+    kubeconfig: &Path,
+    labels: &str,
+    allowed: Option<&str>,
+) -> Result<()> {
+    let (cert, key) = client_cert(kubeconfig, &unique("skewer"), Some("system:masters"))?;
+    let annotations = allowed
+        .map(|a| format!("  annotations: {{skewer.dev/allowed-namespaces: \"{a}\"}}\n"))
+        .unwrap_or_default();
+    kc_apply(&format!(
+        r#"apiVersion: v1
+kind: Secret
+metadata:
+  name: vcluster-{name}
+  namespace: {ns}
+  labels: {{argocd.argoproj.io/secret-type: cluster, {labels}}}
+{annotations}stringData:
+  name: {name}
+  server: {server}
+  config: |
+    {{"tlsClientConfig": {{"insecure": false, "caData": "{ca}", "certData": "{cert}", "keyData": "{key}"}}}}
+"#,
+        server = server_url(kubeconfig)?,
+        ca = server_ca(kubeconfig)?,
+        cert = base64(cert.as_bytes()),
+        key = base64(key.as_bytes()),
     ))
 }
