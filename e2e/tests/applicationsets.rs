@@ -255,6 +255,45 @@ async fn a_matrix_of_git_directories_and_clusters_deploys_each_pair() -> Result<
     for spoke in [a, b] {
         assert_eq!(value_on(spoke, &dest, "legacy").await?, None);
     }
+
+    // The command line: the set's row counts its Applications, its tree holds them and their
+    // objects.
+    let rows: Vec<serde_json::Value> =
+        eventually("get applicationsets to count 4 synced", WAIT, || async {
+            let rows: Vec<serde_json::Value> = serde_json::from_str(&skewer_cli(&[
+                "get",
+                "applicationsets",
+                "-n",
+                &f.ns,
+                "-o",
+                "json",
+            ])?)?;
+            Ok((rows
+                .first()
+                .is_some_and(|r| r["synced"] == 4 && r["healthy"] == 4))
+            .then_some(rows))
+        })
+        .await?;
+    assert_eq!(rows[0]["name"], "pairs");
+    assert_eq!(rows[0]["applications"], 4);
+    let table = skewer_cli(&["get", "appsets", "-n", &f.ns])?;
+    assert!(
+        table.starts_with("NAME   READY  APPS  SYNCED  HEALTHY"),
+        "{table}"
+    );
+    let tree = skewer_cli(&["tree", "appset/pairs", "-n", &f.ns])?;
+    assert!(
+        tree.starts_with(&format!("ApplicationSet/{}/pairs  Ready", f.ns)),
+        "{tree}"
+    );
+    for app in &want {
+        assert!(
+            tree.contains(&format!("Application/{}/{app}  Ready", f.ns)),
+            "{app}: {tree}"
+        );
+    }
+    // The objects are on the spokes, which `tree` does not read yet: listed, not judged.
+    assert!(tree.contains(&format!("ConfigMap/{dest}/web  ")), "{tree}");
     Ok(())
 }
 

@@ -312,3 +312,55 @@ async fn an_out_of_sync_object_shows_how_it_differs() -> Result<()> {
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn application_sets_are_listed_with_their_applications() -> Result<()> {
+    let ns = skewer_e2e::namespace("ui-appset")?;
+    let git = GitServer::start()?;
+    let repo = git.repo("apps")?;
+    repo.write(
+        "app/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {a: b}\n",
+    )?;
+    repo.commit("one")?;
+    let (_skewer, port) = with_dashboard(|addr| Skewer::start_with(&ns, &["--ui-addr", addr]))?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: ApplicationSet\nmetadata: {{name: teams, namespace: {ns}}}\nspec:\n  generators: [{{list: {{elements: [{{team: red}}, {{team: blue}}]}}}}]\n  template:\n    metadata: {{name: '{{{{team}}}}'}}\n    spec:\n      source: {{repoURL: {url}, path: app, targetRevision: main}}\n      destination: {{name: in-cluster, namespace: '{ns}-{{{{team}}}}'}}\n      syncPolicy: {{automated: {{prune: true}}, syncOptions: [CreateNamespace=true]}}\n",
+        url = repo.url
+    ))?;
+    let listed =
+        skewer_e2e::eventually("the ApplicationSet listed with 2 synced", WAIT, || async {
+            let (_, body) = get(port, "/api/list?kind=ApplicationSet", None)?;
+            let page: serde_json::Value = serde_json::from_str(&body)?;
+            let item = page["items"][0].clone();
+            Ok((item["sync"] == "2/2 Synced").then_some(page))
+        })
+        .await?;
+    assert_eq!(
+        listed["items"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+    assert_eq!(listed["items"][0]["name"], "teams");
+    let (status, body) = get(
+        port,
+        &format!("/api/object/ApplicationSet/{ns}/teams"),
+        None,
+    )?;
+    ensure!(status == 200, "{status}: {body}");
+    let page: serde_json::Value = serde_json::from_str(&body)?;
+    let children: Vec<&str> = page["tree"]["children"]
+        .as_array()
+        .context("a tree")?
+        .iter()
+        .filter_map(|c| c["object"].as_str())
+        .collect();
+    assert_eq!(
+        children,
+        [
+            format!("Application/{ns}/blue"),
+            format!("Application/{ns}/red")
+        ]
+    );
+    Ok(())
+}

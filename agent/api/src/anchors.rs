@@ -6,7 +6,7 @@
 //! The lists are read from the anchors' API types: fluxcd/kustomize-controller
 //! `api/v1/kustomization_types.go`, fluxcd/source-controller `api/v1/` and `api/v1beta2/`
 //! `gitrepository_types.go` and `ocirepository_types.go` (2026-07), argoproj/argo-cd
-//! `pkg/apis/application/v1alpha1/types.go` (2026-08).
+//! `pkg/apis/application/v1alpha1/types.go` (2026-08) and `applicationset_types.go` (2026-11).
 
 use kube::CustomResourceExt;
 use serde_json::Value;
@@ -169,6 +169,60 @@ const ARGO_APPLICATION: Fields = &[
     ("info", &["name", "value"]),
 ];
 
+/// `pkg/apis/application/v1alpha1/applicationset_types.go` (the generators' own fields are
+/// kept whole, as objects, and read by the reconciler).
+const ARGO_APPLICATION_SET: Fields = &[
+    (
+        "",
+        &[
+            "goTemplate",
+            "generators",
+            "template",
+            "syncPolicy",
+            "strategy",
+            "strategyRef",
+            "preservedFields",
+            "goTemplateOptions",
+            "applyNestedSelectors",
+            "ignoreApplicationDifferences",
+            "templatePatch",
+        ],
+    ),
+    (
+        "generators",
+        &[
+            "list",
+            "clusters",
+            "git",
+            "scmProvider",
+            "clusterDecisionResource",
+            "pullRequest",
+            "matrix",
+            "merge",
+            "selector",
+            "plugin",
+        ],
+    ),
+    (
+        "template.metadata",
+        &["name", "namespace", "labels", "annotations", "finalizers"],
+    ),
+    (
+        "syncPolicy",
+        &["preserveResourcesOnDeletion", "applicationsSync"],
+    ),
+    ("strategy", &["type", "rollingSync", "deletionOrder"]),
+    ("strategy.rollingSync", &["steps"]),
+    (
+        "strategy.rollingSync.steps",
+        &["matchExpressions", "maxUpdate"],
+    ),
+    (
+        "strategy.rollingSync.steps.matchExpressions",
+        &["key", "operator", "values"],
+    ),
+];
+
 /// The names of `fields` missing from `crd`'s schema, as `spec.<path>.<field>`.
 fn missing<K: CustomResourceExt>(fields: Fields) -> Vec<String> {
     let crd = serde_json::to_value(K::crd()).expect("a CRD serialises");
@@ -212,6 +266,10 @@ fn every_anchor_field_is_kept_by_skewers_schemas() {
             missing::<OCIRepository>(FLUX_OCI_REPOSITORY),
         ),
         ("Application", missing::<Application>(ARGO_APPLICATION)),
+        (
+            "ApplicationSet",
+            missing::<crate::ApplicationSet>(ARGO_APPLICATION_SET),
+        ),
     ] {
         assert!(
             gone.is_empty(),

@@ -17,7 +17,8 @@ use super::{Ui, json, may_get, plural, refuse, viewer};
 use skewer_api::{Application, COMMIT_AUTHOR, COMMIT_MESSAGE};
 use skewer_view::named::{Kind, Named};
 
-/// One object's page: its row, conditions, tree (Kustomizations, Applications), Events.
+/// One object's page: its row, conditions, tree (Kustomizations, Applications, the
+/// Applications of an ApplicationSet), Events.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Detail {
@@ -55,6 +56,7 @@ fn kind_of(word: &str) -> Option<Kind> {
     match word {
         "Kustomization" => Some(Kind::Kustomization),
         "Application" => Some(Kind::Application),
+        "ApplicationSet" => Some(Kind::ApplicationSet),
         "GitRepository" => Some(Kind::GitRepository),
         "OCIRepository" => Some(Kind::OCIRepository),
         _ => None,
@@ -159,6 +161,22 @@ pub(super) async fn object_page(
                 events: Vec::new(),
             }
         }),
+        Kind::ApplicationSet => ui.sets.get(&key(&name, &namespace)).map(|o| {
+            let st = o.status.clone().unwrap_or_default();
+            Detail {
+                commit: None,
+                last_sync: None,
+                item: list::application_set(&o, now),
+                conditions: st.conditions,
+                artifact: None,
+                source: format!("{} generators", o.spec.generators.len()),
+                last_applied_revision: String::new(),
+                last_attempted_revision: String::new(),
+                tree: None,
+                out_of_sync: Vec::new(),
+                events: Vec::new(),
+            }
+        }),
         Kind::GitRepository => ui
             .git
             .get(&key(&name, &namespace))
@@ -176,7 +194,10 @@ pub(super) async fn object_page(
         kind: k,
         name: name.clone(),
     };
-    if matches!(k, Kind::Kustomization | Kind::Application) {
+    if matches!(
+        k,
+        Kind::Kustomization | Kind::Application | Kind::ApplicationSet
+    ) {
         match skewer_view::tree::tree(&ui.client, &namespace, &named).await {
             Ok(mut tree) => {
                 if ui.auth.is_some() {

@@ -3,7 +3,7 @@
 //! [`Differ`] and [`Clusters`].
 //!
 //! Lists come from reflectors (skewer's own in-memory copies of its Kustomizations,
-//! Applications and sources, kept by watches), filtered and paginated here ([`list`]), so a
+//! Applications, ApplicationSets and sources, kept by watches), filtered and paginated here ([`list`]), so a
 //! page view costs no API request whatever the number of objects. A page of one object reads
 //! its inventory's objects live (their health, their origin) and its Events. Pages learn of
 //! changes through server-sent events (`/api/stream`: one `changed` message, coalesced over
@@ -37,7 +37,7 @@ use serde::Serialize;
 use tokio::sync::broadcast;
 
 use auth::{Authorizer, Viewer};
-use skewer_api::{Application, GitRepository, Kustomization, OCIRepository};
+use skewer_api::{Application, ApplicationSet, GitRepository, Kustomization, OCIRepository};
 use skewer_view::clusters::ClusterRow;
 
 pub(crate) const INDEX: &str = include_str!("assets/index.html");
@@ -64,6 +64,7 @@ pub struct Ui {
     resources: skewer_appliers::resources::Resources,
     ks: Store<Kustomization>,
     apps: Store<Application>,
+    sets: Store<ApplicationSet>,
     git: Store<GitRepository>,
     oci: Store<OCIRepository>,
     changed: broadcast::Sender<()>,
@@ -133,6 +134,13 @@ fn light_application(a: &mut Application) {
     }
 }
 
+/// The list counts an ApplicationSet's Applications; the rollout's entries are on its page.
+fn light_set(s: &mut ApplicationSet) {
+    if let Some(st) = s.status.as_mut() {
+        st.application_status.clear();
+    }
+}
+
 fn unchanged<K>(_: &mut K) {}
 
 impl Ui {
@@ -157,6 +165,7 @@ impl Ui {
                 changed.clone(),
                 light_application,
             ),
+            sets: reflect(skewer_api::scoped(c, ns), changed.clone(), light_set),
             git: reflect(skewer_api::scoped(c, ns), changed.clone(), unchanged),
             oci: reflect(skewer_api::scoped(c, ns), changed.clone(), unchanged),
             auth: kubernetes_auth.then(|| Authorizer::new(client.clone())),
@@ -270,6 +279,7 @@ pub(crate) fn plural(kind: &str) -> &'static str {
     match kind {
         "Kustomization" => "kustomizations",
         "Application" => "applications",
+        "ApplicationSet" => "applicationsets",
         "GitRepository" => "gitrepositories",
         _ => "ocirepositories",
     }
@@ -289,6 +299,12 @@ pub(crate) async fn list_page(
     let mut items: Vec<list::Item> = Vec::new();
     items.extend(ui.ks.state().iter().map(|k| list::kustomization(k, now)));
     items.extend(ui.apps.state().iter().map(|a| list::application(a, now)));
+    items.extend(
+        ui.sets
+            .state()
+            .iter()
+            .map(|s| list::application_set(s, now)),
+    );
     items.extend(ui.git.state().iter().map(|g| list::git(g, now)));
     items.extend(ui.oci.state().iter().map(|o| list::oci(o, now)));
     if ui.auth.is_some() {

@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use skewer_api::{Application, GitRepository, Kustomization, OCIRepository};
-use skewer_view::{apps, table as get};
+use skewer_api::{Application, ApplicationSet, GitRepository, Kustomization, OCIRepository};
+use skewer_view::{apps, appsets, table as get};
 
 /// One Kustomization, Application or source, as the dashboard lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -93,6 +93,28 @@ pub fn application(a: &Application, now: jiff::Timestamp) -> Item {
         age: get::age(created, now),
         message: r.message,
         cluster: destination(a),
+    }
+}
+
+/// An ApplicationSet: its Applications counted where an Application shows its sync and health.
+pub fn application_set(set: &ApplicationSet, now: jiff::Timestamp) -> Item {
+    let r = appsets::row(set);
+    let created = set
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .and_then(|t| t.0.to_string().parse::<jiff::Timestamp>().ok());
+    Item {
+        kind: "ApplicationSet".into(),
+        namespace: r.namespace,
+        name: r.name,
+        ready: r.ready,
+        sync: format!("{}/{} Synced", r.synced, r.applications),
+        health: format!("{}/{} Healthy", r.healthy, r.applications),
+        revision: r.rollout,
+        age: get::age(created, now),
+        message: r.message,
+        cluster: String::new(),
     }
 }
 

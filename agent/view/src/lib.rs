@@ -1,9 +1,10 @@
 //! What people read, shared by the command line and the dashboard: rows and aligned tables
-//! (`table`, `apps`, `events`), an owner's tree of objects (`tree`), where an object came from
+//! (`table`, `apps`, `appsets`, `events`), an owner's tree of objects (`tree`), where an object came from
 //! (`why`), and how objects are named (`named`). The text is pure; the reads are against the
 //! hub.
 
 pub mod apps;
+pub mod appsets;
 pub mod clusters;
 pub mod events;
 #[doc(hidden)]

@@ -5,13 +5,16 @@ use std::time::Duration;
 
 use kube::api::ApiResource;
 
-use skewer_api::{Application, GitRepository, Kustomization, OCIRepository, Receiver};
+use skewer_api::{
+    Application, ApplicationSet, GitRepository, Kustomization, OCIRepository, Receiver,
+};
 
 /// The kinds people name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Kustomization,
     Application,
+    ApplicationSet,
     GitRepository,
     OCIRepository,
     Receiver,
@@ -23,6 +26,7 @@ impl Kind {
         match self {
             Kind::Kustomization => "kustomization",
             Kind::Application => "application",
+            Kind::ApplicationSet => "applicationset",
             Kind::GitRepository => "gitrepository",
             Kind::OCIRepository => "ocirepository",
             Kind::Receiver => "receiver",
@@ -33,6 +37,7 @@ impl Kind {
         match self {
             Kind::Kustomization => ApiResource::erase::<Kustomization>(&()),
             Kind::Application => ApiResource::erase::<Application>(&()),
+            Kind::ApplicationSet => ApiResource::erase::<ApplicationSet>(&()),
             Kind::GitRepository => ApiResource::erase::<GitRepository>(&()),
             Kind::OCIRepository => ApiResource::erase::<OCIRepository>(&()),
             Kind::Receiver => ApiResource::erase::<Receiver>(&()),
@@ -56,8 +61,7 @@ pub struct Named {
     pub name: String,
 }
 
-const KINDS_HELP: &str =
-    "ks/<name>, app/<name>, gitrepository/<name>, ocirepository/<name>, receiver/<name>";
+const KINDS_HELP: &str = "ks/<name>, app/<name>, appset/<name>, gitrepository/<name>, ocirepository/<name>, receiver/<name>";
 
 impl std::str::FromStr for Named {
     type Err = String;
@@ -72,6 +76,7 @@ impl std::str::FromStr for Named {
         let kind = match kind.to_ascii_lowercase().as_str() {
             "ks" | "kustomization" | "kustomizations" => Kind::Kustomization,
             "app" | "apps" | "application" | "applications" => Kind::Application,
+            "appset" | "appsets" | "applicationset" | "applicationsets" => Kind::ApplicationSet,
             "gitrepo" | "gitrepository" | "gitrepositories" | "git" => Kind::GitRepository,
             "ocirepo" | "ocirepository" | "ocirepositories" | "oci" => Kind::OCIRepository,
             "receiver" | "receivers" => Kind::Receiver,

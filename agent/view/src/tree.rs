@@ -1,6 +1,7 @@
-//! `skewer tree kustomization/<name>` (or `app/<name>`): what an owner applied, from its
-//! recorded inventory, as a tree with each object's health read live; a Kustomization or
-//! Application in the inventory is expanded in place. The tree and its text are pure.
+//! `skewer tree kustomization/<name>` (or `app/<name>`, `appset/<name>`): what an owner
+//! applied, from its recorded inventory, as a tree with each object's health read live; a
+//! Kustomization or Application in the inventory is expanded in place. An ApplicationSet's
+//! inventory is the Applications it generated. The tree and its text are pure.
 
 use std::collections::BTreeSet;
 
@@ -68,8 +69,28 @@ pub fn state_of(obj: Option<&Value>) -> String {
 }
 
 /// The inventory an owner (Kustomization or Application, as JSON) recorded: each object and
-/// the API version it was applied with, sorted by id.
+/// the API version it was applied with, sorted by id. An ApplicationSet's is the Applications
+/// its status lists.
 pub fn inventory(owner: &Value) -> Vec<(ObjectId, String)> {
+    if owner["kind"] == "ApplicationSet" {
+        let mut apps: Vec<(ObjectId, String)> = owner["status"]["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                let text = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+                let id = ObjectId {
+                    namespace: text("namespace"),
+                    name: text("name"),
+                    group: text("group"),
+                    kind: text("kind"),
+                };
+                (id, format!("{}/{}", text("group"), text("version")))
+            })
+            .collect();
+        apps.sort();
+        return apps;
+    }
     let recorded: Option<skewer_api::kustomization::ResourceInventory> =
         serde_json::from_value(owner["status"]["inventory"].clone()).ok();
     skewer_api::inventory::from_status(recorded.as_ref())
@@ -83,9 +104,12 @@ const MAX_DEPTH: usize = 8;
 
 /// The tree of `target` in `namespace`.
 pub async fn tree(client: &Client, namespace: &str, target: &Named) -> Result<Node, ControlError> {
-    if !matches!(target.kind, Kind::Kustomization | Kind::Application) {
+    if !matches!(
+        target.kind,
+        Kind::Kustomization | Kind::Application | Kind::ApplicationSet
+    ) {
         return Err(ControlError::Refused(format!(
-            "{target}: only Kustomizations and Applications have an inventory to show"
+            "{target}: only Kustomizations, Applications and ApplicationSets have an inventory to show"
         )));
     }
     let api: Api<DynamicObject> =
@@ -99,6 +123,7 @@ pub async fn tree(client: &Client, namespace: &str, target: &Named) -> Result<No
     let mut seen = BTreeSet::new();
     let kind = match target.kind {
         Kind::Application => "Application",
+        Kind::ApplicationSet => "ApplicationSet",
         _ => "Kustomization",
     };
     let id = ObjectId {

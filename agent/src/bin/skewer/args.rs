@@ -434,6 +434,10 @@ pub enum Get {
     /// Applications: sync status, health, revision, and why they are not Ready.
     #[command(alias = "apps", alias = "app", alias = "application")]
     Applications(ListArgs),
+    /// ApplicationSets: how many Applications each generated, how many are synced and
+    /// healthy, where a RollingSync stands, and why they are not Ready.
+    #[command(alias = "appsets", alias = "appset", alias = "applicationset")]
+    Applicationsets(ListArgs),
     /// The hub and every registered cluster: server, version, reachable, how many
     /// Kustomizations target it, last error.
     Clusters {

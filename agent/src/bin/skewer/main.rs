@@ -471,7 +471,7 @@ fn bootstrap_of(args: BootstrapGit) -> Result<bootstrap::Bootstrap> {
 
 /// `skewer get …`.
 async fn get(what: Get) -> Result<()> {
-    use skewer_view::{apps, table as get};
+    use skewer_view::{apps, appsets, table as get};
     let client = hub_client().await?;
     let (args, which) = match what {
         Get::Kustomizations(a) => (a, Listed::Kustomizations),
@@ -485,6 +485,17 @@ async fn get(what: Get) -> Result<()> {
                 args.watch,
                 |rows| apps::table(rows, all),
                 || async { Ok(apps::list(&client, namespace.as_deref()).await?) },
+            )
+            .await;
+        }
+        Get::Applicationsets(args) => {
+            let namespace = (!args.all_namespaces).then_some(args.namespace.clone());
+            let all = args.all_namespaces;
+            return print_rows(
+                args.output,
+                args.watch,
+                |rows| appsets::table(rows, all),
+                || async { Ok(appsets::list(&client, namespace.as_deref()).await?) },
             )
             .await;
         }

@@ -84,7 +84,7 @@ async function renderList() {
   const search = el("input", { type: "search", placeholder: "Search namespace, name, revision, message…", value: state.q,
     oninput: (e) => { state.q = e.target.value; state.page = 1; schedule(); } });
   const kinds = el("select", { onchange: (e) => { state.kind = e.target.value; state.page = 1; schedule(); } },
-    ["", "Kustomization", "Application", "GitRepository", "OCIRepository"].map((k) =>
+    ["", "Kustomization", "Application", "ApplicationSet", "GitRepository", "OCIRepository"].map((k) =>
       el("option", k === state.kind ? { value: k, selected: "" } : { value: k }, k || "All kinds")));
   const filter = (value, label) => el("button", { "aria-pressed": String(state.status === value),
     onclick: () => { state.status = value; state.page = 1; schedule(); } }, label);
