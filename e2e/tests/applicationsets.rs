@@ -647,3 +647,65 @@ async fn deleting_an_application_set_with_preserve_keeps_what_was_applied() -> R
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_argo_cd_application_set_moves_over_with_skewer_migrate() -> Result<()> {
+    let f = Fixture::new("appset-migrate").await?;
+    f.repo.write("app/cm.yaml", &cm("moved", "yes"))?;
+    f.repo.commit("app")?;
+    let _skewer = skewer_e2e::Skewer::start(&f.ns)?;
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("appset.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"apiVersion: argoproj.io/v1alpha1
+kind: ApplicationSet
+metadata: {{name: moved, namespace: {ns}}}
+spec:
+  goTemplate: true
+  goTemplateOptions: ["missingkey=error"]
+  generators:
+  - list:
+      elements: [{{team: one}}]
+  template:
+    metadata: {{name: 'moved-{{{{ .team }}}}'}}
+    spec:
+      project: default
+      source: {{repoURL: '{url}', targetRevision: main, path: app}}
+      destination: {{server: https://kubernetes.default.svc, namespace: '{ns}-{{{{ .team }}}}'}}
+      syncPolicy:
+        automated: {{prune: true, selfHeal: true}}
+        syncOptions: [CreateNamespace=true]
+"#,
+            ns = f.ns,
+            url = f.repo.url
+        ),
+    )?;
+    let out = std::process::Command::new(skewer_e2e::skewer_bin())
+        .env("KUBECONFIG", skewer_e2e::hub())
+        .args(["migrate", "-f"])
+        .arg(&file)
+        .output()?;
+    let report = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{report}");
+    assert!(report.contains("carried whole"), "{report}");
+    let yaml = String::from_utf8(out.stdout)?;
+    assert!(yaml.contains("apiVersion: skewer.dev/v1alpha1"), "{yaml}");
+    kc_apply(&yaml)?;
+    wait_app(
+        &f.c,
+        &f.ns,
+        "moved-one",
+        "Synced and Healthy",
+        synced_healthy,
+    )
+    .await?;
+    assert_eq!(
+        cm_value(&f.c, &format!("{}-one", f.ns), "moved")
+            .await?
+            .as_deref(),
+        Some("yes")
+    );
+    Ok(())
+}

@@ -98,6 +98,18 @@ pub async fn apply(client: &Client, plan: &Plan) -> Result<Vec<String>> {
 /// Why `plan` may not be handed over: an object that would not come along whole (a
 /// Kustomization handed over without its source would leave its objects unmanaged).
 pub fn blocked(plan: &Plan) -> Option<String> {
+    let sets: Vec<String> = plan
+        .converted
+        .iter()
+        .filter(|c| c.from.kind == "ApplicationSet")
+        .map(|c| c.from.to_string())
+        .collect();
+    if !sets.is_empty() {
+        return Some(format!(
+            "nothing was changed: ApplicationSets are written, not handed over in place ({}): Argo CD would go on generating its own Applications; migrate without --apply, delete each Argo CD ApplicationSet with syncPolicy.preserveResourcesOnDeletion (its objects stay), then apply skewer's",
+            sets.join(", ")
+        ));
+    }
     let partial: Vec<String> = plan
         .converted
         .iter()

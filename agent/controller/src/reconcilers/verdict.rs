@@ -7,7 +7,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::deploy::Deploy;
-use crate::api::{Application, GitRepository, Kustomization, OCIRepository, Receiver};
+use crate::api::{
+    Application, ApplicationSet, GitRepository, Kustomization, OCIRepository, Receiver,
+};
 use crate::runtime::Settings;
 
 /// Why skewer would refuse `object` (a skewer object, as JSON); `None` when it would take it.
@@ -19,6 +21,8 @@ pub fn refusal(object: &Value, settings: &Settings) -> Option<String> {
     match kind {
         "Kustomization" => typed::<Kustomization>(object).and_then(|k| deploy(&k, settings)),
         "Application" => typed::<Application>(object).and_then(|a| deploy(&a, settings)),
+        "ApplicationSet" => typed::<ApplicationSet>(object)
+            .and_then(|s| super::applicationset::spec::check(&s).map(drop)),
         "GitRepository" => {
             typed::<GitRepository>(object).and_then(|g| joined(g.spec.refused.refusals()))
         }
@@ -83,6 +87,13 @@ mod tests {
             "spec": {"url": "https://git.example/r.git", "interval": "1m", "recurseSubmodules": true}});
         let sub = refusal(&git, &settings).unwrap();
         assert!(sub.contains("spec.recurseSubmodules"), "{sub}");
+        let set = |generator: Value| {
+            json!({"apiVersion": "skewer.dev/v1alpha1", "kind": "ApplicationSet", "metadata": {"name": "a", "namespace": "n"},
+                "spec": {"generators": [generator], "template": {"metadata": {"name": "x"}, "spec": {"destination": {"name": "in-cluster"}}}}})
+        };
+        assert_eq!(refusal(&set(json!({"clusters": {}})), &settings), None);
+        let scm = refusal(&set(json!({"scmProvider": {}})), &settings).unwrap();
+        assert!(scm.starts_with("spec.generators[0].scmProvider"), "{scm}");
         let odd = refusal(&json!({"kind": "HelmRelease"}), &settings).unwrap();
         assert!(odd.contains("HelmRelease"), "{odd}");
     }
