@@ -128,7 +128,7 @@ pub async fn configmap_value(
 }
 
 /// ConfigMaps `<prefix>-00`… as one YAML stream (no namespace: the Application's).
-fn configmaps(prefix: &str, n: usize) -> String {
+pub fn configmaps(prefix: &str, n: usize) -> String {
     (0..n)
         .map(|i| {
             format!(

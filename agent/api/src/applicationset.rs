@@ -130,8 +130,9 @@ pub struct TemplateMeta {
     pub labels: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
-    /// Argo CD's resources finalizer is accepted (skewer's own finalizer prunes as the
-    /// Application's policy says); others are written as given.
+    /// Argo CD's resources finalizer is left out (skewer's own finalizer prunes as the
+    /// Application's policy says, and nothing would remove Argo CD's); others are written as
+    /// given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub finalizers: Vec<String>,
 }

@@ -175,7 +175,8 @@ async fn work(
     let generation = set.meta().generation;
     let ns = set.namespace().unwrap_or_default();
     let mut notes = BTreeSet::new();
-    let generated = generate_all(ctx, &ns, checked, requested, &mut notes).await;
+    let clusters = registered(ctx, &ns).await;
+    let generated = generate_all(ctx, &ns, checked, &clusters, requested, &mut notes).await;
     let sets = match generated {
         Ok(sets) => sets,
         Err(f) => {
@@ -237,7 +238,6 @@ async fn work(
         desired.retain(|a| !twice.contains_key(a.name_any().as_str()));
     }
     // Destinations this namespace may not deploy to.
-    let clusters = registered(ctx, &ns).await;
     desired.retain(|app| match refused(app, &clusters) {
         Some(why) => {
             notes.insert(format!(
@@ -446,11 +446,12 @@ async fn generate_all(
     ctx: &Arc<Context>,
     ns: &str,
     checked: &Checked,
+    clusters: &[Cluster],
     requested: bool,
     notes: &mut BTreeSet<String>,
 ) -> Result<Vec<(Value, params::Params)>, Failure> {
     let mut inputs = Inputs {
-        clusters: registered(ctx, ns).await,
+        clusters: clusters.to_vec(),
         repos: BTreeMap::new(),
     };
     let invalid = |e: String| Failure::new(Reason::ReconciliationFailed, e);

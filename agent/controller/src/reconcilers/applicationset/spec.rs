@@ -25,6 +25,8 @@ use crate::api::{Application, ApplicationSet, PRESERVE_RESOURCES, ROLLOUT_HOLD};
 pub const GIT_INTERVAL: Duration = Duration::from_secs(180);
 /// The shortest `requeueAfterSeconds` taken.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+/// Argo CD's resources finalizer (and its `/foreground`, `/background` forms).
+pub const ARGO_RESOURCES_FINALIZER: &str = "resources-finalizer.argocd.argoproj.io";
 /// Generators one ApplicationSet may list at the top.
 pub const MAX_GENERATORS: usize = 64;
 
@@ -281,7 +283,13 @@ pub fn application(
     if checked.preserve {
         annotations.insert(PRESERVE_RESOURCES.into(), "true".into());
     }
-    let finalizers: Vec<String> = meta.finalizers;
+    // Argo CD's resources finalizer means "prune on deletion", which skewer's own finalizer
+    // does as the Application's policy says; nothing would ever remove Argo CD's.
+    let finalizers: Vec<String> = meta
+        .finalizers
+        .into_iter()
+        .filter(|f| !f.starts_with(ARGO_RESOURCES_FINALIZER))
+        .collect();
     Ok(Application {
         metadata: ObjectMeta {
             name: Some(name),
@@ -392,8 +400,13 @@ mod tests {
 
     #[test]
     fn a_parameter_set_renders_an_owned_application() {
+        let mut template: Value = serde_json::from_str(TEMPLATE).unwrap();
+        template["metadata"]["finalizers"] = json!([
+            "resources-finalizer.argocd.argoproj.io/background",
+            "example.com/keep"
+        ]);
         let s = set(
-            json!({"generators": [{"clusters": {}}], "template": serde_json::from_str::<Value>(TEMPLATE).unwrap(),
+            json!({"generators": [{"clusters": {}}], "template": template,
             "strategy": {"type": "RollingSync", "rollingSync": {"steps": [{"matchExpressions": [{"key": "env", "operator": "In", "values": ["dev"]}], "maxUpdate": "50%"}]}},
             "syncPolicy": {"preserveResourcesOnDeletion": true}}),
         );
@@ -411,6 +424,11 @@ mod tests {
         assert_eq!(app.annotations()[ROLLOUT_HOLD], "true");
         assert_eq!(app.annotations()[PRESERVE_RESOURCES], "true");
         assert!(owned_by(&app, &s));
+        assert_eq!(
+            app.finalizers(),
+            ["example.com/keep"],
+            "Argo CD's resources finalizer would never be removed"
+        );
         assert_eq!(c.steps.unwrap()[0].max_update, MaxUpdate::Percent(50));
         assert_eq!(
             c.interval, None,
