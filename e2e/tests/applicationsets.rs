@@ -189,6 +189,11 @@ async fn a_clusters_generator_follows_the_cluster_secrets_labels() -> Result<()>
         Some("one"),
         "left as it was"
     );
+    let warned = event_reasons(&f.ns, &format!("involvedObject.name={app_a},type=Warning"))?;
+    assert!(
+        warned.contains("PruneFailed"),
+        "a Warning says nothing was pruned: {warned}"
+    );
     assert_eq!(value_on(b, &dest, "fleet").await?.as_deref(), Some("one"));
     synced_healthy(&app_status(&f.c, &f.ns, &app_b).await?)?;
     let st = set_status(&f.c, &f.ns, "fleet").await?;

@@ -27,6 +27,11 @@ pub const MAX_FILE_BYTES: usize = 1 << 20;
 pub const MAX_PATTERN: usize = 1_024;
 /// `elementsYaml`'s length.
 pub const MAX_ELEMENTS_YAML: usize = 1 << 20;
+/// Bytes of parameter files one generation may parse, all generators together (a matrix may
+/// read the same files once per set of its first generator).
+pub const MAX_PARSED: usize = 64 << 20;
+/// Bytes of a matrix's second generator rendered once per set of its first, in all.
+pub const MAX_MATRIX_RENDER: usize = 16 << 20;
 
 /// The hub, as Argo CD names it.
 pub const IN_CLUSTER_NAME: &str = "in-cluster";
@@ -93,6 +98,8 @@ pub struct Inputs {
     pub clusters: Vec<Cluster>,
     /// `(repoURL, revision)` → the repository's files at that revision.
     pub repos: BTreeMap<(String, String), Files>,
+    /// Bytes of parameter files parsed so far (bounded by [`MAX_PARSED`]).
+    pub parsed: std::cell::Cell<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -557,6 +564,13 @@ fn git_sets(git: &Git, inputs: &Inputs, renderer: &Renderer) -> Result<Vec<Param
                 f.data.len()
             )));
         }
+        let parsed = inputs.parsed.get().saturating_add(f.data.len());
+        if parsed > MAX_PARSED {
+            return Err(GenError::Invalid(format!(
+                "the generators read more than {MAX_PARSED} bytes of parameter files"
+            )));
+        }
+        inputs.parsed.set(parsed);
         let text = std::str::from_utf8(&f.data)
             .map_err(|_| format!("{}: {}: not UTF-8 text", git.repo_url, f.path))?;
         let doc = if f.path.ends_with(".json") {
@@ -765,7 +779,15 @@ fn matrix(
     let left = generate(first, inputs, renderer, notes)?;
     // The second generator may name the first's parameters (a git files path per cluster):
     // it is read again for each of the first's sets when it does.
-    let templated = raw.to_string().contains("{{");
+    let raw_text = raw.to_string();
+    let templated = raw_text.contains("{{");
+    if templated && left.len().saturating_mul(raw_text.len()) > MAX_MATRIX_RENDER {
+        return Err(GenError::Invalid(format!(
+            "the matrix's second generator ({} bytes) names the first's parameters and would be rendered for each of its {} sets: more than {MAX_MATRIX_RENDER} bytes",
+            raw_text.len(),
+            left.len()
+        )));
+    }
     let fixed = if templated {
         None
     } else {
@@ -915,6 +937,7 @@ mod tests {
                 Ok(Arc::new(files)),
             )]
             .into(),
+            ..Inputs::default()
         }
     }
 
@@ -1077,6 +1100,37 @@ mod tests {
             let e = read(&spec, "spec.generators[0]", 0).unwrap_err();
             assert!(e.contains(says), "{spec}: {e}");
         }
+    }
+
+    #[test]
+    fn a_hostile_matrix_is_refused_before_it_is_expanded() {
+        let many: Vec<Value> = (0..5_000).map(|i| json!({"i": i})).collect();
+        let big: Vec<Value> = (0..2_000)
+            .map(|i| json!({"j": format!("{{{{i}}}}-{i}")}))
+            .collect();
+        let e = gen_with(
+            json!({"matrix": {"generators": [{"list": {"elements": many}}, {"list": {"elements": big}}]}}),
+            false,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, GenError::Invalid(m) if m.contains("would be rendered for each")),
+            "{e:?}"
+        );
+        // Parameter files read again and again run out of budget.
+        let inputs = inputs();
+        inputs.parsed.set(MAX_PARSED);
+        let g = read(
+            &json!({"git": {"repoURL": "https://git.example/r", "files": [{"path": "config/**"}]}}),
+            "g",
+            0,
+        )
+        .unwrap();
+        let e = generate(&g, &inputs, &Renderer::default(), &mut BTreeSet::new()).unwrap_err();
+        assert!(
+            matches!(&e, GenError::Invalid(m) if m.contains("bytes of parameter files")),
+            "{e:?}"
+        );
     }
 
     #[test]

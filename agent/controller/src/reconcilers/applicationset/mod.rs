@@ -452,11 +452,12 @@ async fn generate_all(
 ) -> Result<Vec<(Value, params::Params)>, Failure> {
     let mut inputs = Inputs {
         clusters: clusters.to_vec(),
-        repos: BTreeMap::new(),
+        ..Inputs::default()
     };
     let invalid = |e: String| Failure::new(Reason::ReconciliationFailed, e);
     loop {
         notes.clear();
+        inputs.parsed.set(0);
         let mut all = Vec::new();
         let mut need = None;
         for (i, g) in checked.generators.iter().enumerate() {
