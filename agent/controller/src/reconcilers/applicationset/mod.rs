@@ -74,6 +74,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     let apps_api: Api<Application> = crate::api::scoped(&ctx.client, namespace.as_deref());
     let (apps, writer) = reflector::store();
     let owned = watcher(apps_api, crate::api::watch::own_kinds())
+        .modify(lighten)
         .reflect(writer)
         .touched_objects();
     let controller = controller.watches_stream(owned, |app: Application| {
@@ -105,6 +106,21 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         }
     })
     .await;
+}
+
+/// What the cache of Applications keeps: what the rollout and `status.resources` read (spec,
+/// labels, annotations, owners, sync, health, the last operation's phase and message), not the
+/// per-object lists, which grow with what each Application applied.
+fn lighten(app: &mut Application) {
+    app.metadata.managed_fields = None;
+    if let Some(st) = app.status.as_mut() {
+        st.resources = Vec::new();
+        st.inventory = None;
+        st.conditions = Vec::new();
+        if let Some(op) = st.operation_state.as_mut() {
+            op.sync_result = None;
+        }
+    }
 }
 
 /// Whether any generator of `set` (nested or not) is a clusters generator.
