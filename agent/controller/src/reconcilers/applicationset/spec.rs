@@ -526,6 +526,28 @@ mod tests {
     }
 
     #[test]
+    fn applications_sync_says_what_may_change() {
+        let tpl: Value = serde_json::from_str(TEMPLATE).unwrap();
+        for (written, update, delete) in [
+            (None, true, true),
+            (Some("sync"), true, true),
+            (Some("create-only"), false, false),
+            (Some("create-update"), true, false),
+            (Some("create-delete"), false, true),
+        ] {
+            let s = set(
+                json!({"generators": [{"clusters": {}}], "template": tpl.clone(),
+                "syncPolicy": {"applicationsSync": written}}),
+            );
+            assert_eq!(
+                check(&s).unwrap().policy,
+                Policy { update, delete },
+                "{written:?}"
+            );
+        }
+    }
+
+    #[test]
     fn a_generator_template_overrides_parts_of_the_template() {
         let base = json!({"metadata": {"name": "x", "labels": {"a": "1"}}, "spec": {"project": "default"}});
         let v = overridden(&base, Some(&json!({"metadata": {"labels": {"b": "2"}}})));
