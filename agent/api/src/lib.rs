@@ -29,8 +29,8 @@ pub use conditions::Condition;
 pub use gitrepository::{GitRepository, GitRepositorySpec, GitRepositoryStatus};
 pub use kustomization::{Kustomization, KustomizationSpec, KustomizationStatus};
 pub use names::{
-    APPSET_FIELD_MANAGER, COMMIT_AUTHOR, COMMIT_MESSAGE, FIELD_MANAGER, FINALIZER, OwnerKey,
-    PRESERVE_RESOURCES, ROLLOUT_FIELD_MANAGER, ROLLOUT_HOLD,
+    APPSET_FIELD_MANAGER, APPSET_LABEL, COMMIT_AUTHOR, COMMIT_MESSAGE, FIELD_MANAGER, FINALIZER,
+    OwnerKey, PRESERVE_RESOURCES, ROLLOUT_FIELD_MANAGER, ROLLOUT_HOLD,
 };
 pub use ocirepository::{OCIRepository, OCIRepositorySpec};
 pub use receiver::{Receiver, ReceiverSpec};

@@ -13,6 +13,9 @@ pub const COMMIT_MESSAGE: &str = "skewer.dev/commit-message";
 
 /// The field manager with which ApplicationSets write the Applications they generate.
 pub const APPSET_FIELD_MANAGER: &str = "skewer-applicationset";
+/// The label on every Application an ApplicationSet generated (its value: the set's name when
+/// that fits a label value), so that only those are watched and cached for sets.
+pub const APPSET_LABEL: &str = "skewer.dev/applicationset";
 /// The field manager with which a RollingSync asks its Applications to sync or refresh.
 pub const ROLLOUT_FIELD_MANAGER: &str = "skewer-rollout";
 /// On an Application an ApplicationSet's RollingSync generated: it compares but never syncs by

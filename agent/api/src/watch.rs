@@ -41,6 +41,14 @@ pub fn own_kinds() -> watcher::Config {
     }
 }
 
+/// [`own_kinds`], narrowed further by label selector `also`.
+pub fn own_kinds_with(also: &str) -> watcher::Config {
+    match SELECTOR.get() {
+        Some(selector) => config().labels(&format!("{selector},{also}")),
+        None => config().labels(also),
+    }
+}
+
 /// A watch of `api` with `config`, reconnecting with [`Retry`]. (A controller's trigger
 /// streams are raw watchers: the controller backs them off, with [`Retry`] too.)
 pub fn stream<K>(

@@ -18,7 +18,7 @@ use super::params::Selector;
 use super::rollout::{MaxUpdate, Step};
 use super::template::{Renderer, missing_key};
 use crate::api::application::ApplicationSpec;
-use crate::api::{Application, ApplicationSet, PRESERVE_RESOURCES, ROLLOUT_HOLD};
+use crate::api::{APPSET_LABEL, Application, ApplicationSet, PRESERVE_RESOURCES, ROLLOUT_HOLD};
 
 /// How often generators that read Git look again, unless `requeueAfterSeconds` says (Argo
 /// CD's default).
@@ -276,6 +276,8 @@ pub fn application(
             "spec.template.metadata.namespace: '{other}': an ApplicationSet generates Applications in its own namespace ({ns}) only"
         ));
     }
+    let mut labels = meta.labels;
+    labels.insert(APPSET_LABEL.into(), label_value(&set.name_any()));
     let mut annotations = meta.annotations;
     if checked.steps.is_some() {
         annotations.insert(ROLLOUT_HOLD.into(), "true".into());
@@ -294,7 +296,7 @@ pub fn application(
         metadata: ObjectMeta {
             name: Some(name),
             namespace: Some(ns),
-            labels: (!meta.labels.is_empty()).then_some(meta.labels),
+            labels: Some(labels),
             annotations: (!annotations.is_empty()).then_some(annotations),
             finalizers: (!finalizers.is_empty()).then_some(finalizers),
             owner_references: Some(vec![owner(set)]),
@@ -303,6 +305,16 @@ pub fn application(
         spec,
         status: None,
     })
+}
+
+/// The set's name as a label value: itself when it fits (63 characters), else empty (the label
+/// only marks the Application as generated; its owner reference says by whom).
+fn label_value(name: &str) -> String {
+    if name.len() <= 63 {
+        name.to_string()
+    } else {
+        String::new()
+    }
 }
 
 /// The owner reference generated Applications carry, so that deleting the ApplicationSet
@@ -417,6 +429,7 @@ mod tests {
         assert_eq!(app.name_any(), "spoke-app");
         assert_eq!(app.namespace().as_deref(), Some("team-a"));
         assert_eq!(app.labels()["env"], "dev");
+        assert_eq!(app.labels()[APPSET_LABEL], "fleet");
         assert_eq!(
             app.spec.destination.server.as_deref(),
             Some("https://spoke:6443")
