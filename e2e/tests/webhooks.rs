@@ -680,3 +680,69 @@ async fn slow_clients_on_one_receiver_starve_no_one() -> Result<()> {
     .await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_push_generates_an_application_set_of_the_pushed_repository_again() -> Result<()> {
+    let git = GitServer::start()?;
+    let repo = git.repo("fleet")?;
+    let ns = skewer_e2e::namespace("hooks-appset")?;
+    let one = format!("{ns}-one");
+    repo.write("apps/one/cm.yaml", &cm(&one, "one"))?;
+    repo.write(
+        "apps/one/ns.yaml",
+        &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {one}}}\n"),
+    )?;
+    repo.commit("one")?;
+    let c = client().await;
+    let token = "gitlab-shared-secret";
+    put_secret(
+        &c,
+        &ns,
+        "argocd-secret",
+        &[("webhook.gitlab.secret", token)],
+    )
+    .await?;
+    let addr = format!("127.0.0.1:{}", free_port()?);
+    let secret = format!("{ns}/argocd-secret");
+    let _skewer = skewer_e2e::Skewer::start_with(
+        &ns,
+        &["--webhook-addr", &addr, "--argocd-webhook-secret", &secret],
+    )?;
+    // An hour between looks: only the push explains a new Application.
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: ApplicationSet\nmetadata: {{name: dirs, namespace: {ns}}}\nspec:\n  generators:\n  - git: {{repoURL: '{url}', revision: main, directories: [{{path: 'apps/*'}}], requeueAfterSeconds: 3600}}\n  template:\n    metadata: {{name: '{{{{path.basename}}}}'}}\n    spec:\n      source: {{repoURL: '{url}', targetRevision: main, path: '{{{{path}}}}'}}\n      destination: {{name: in-cluster}}\n      syncPolicy: {{automated: {{}}}}\n",
+        url = repo.url
+    ))?;
+    eventually("the first directory's objects applied", WAIT, || async {
+        Ok((cm_value(&c, &one).await?.as_deref() == Some("one")).then_some(()))
+    })
+    .await?;
+    let two = format!("{ns}-two");
+    repo.write("apps/two/cm.yaml", &cm(&two, "two"))?;
+    repo.write(
+        "apps/two/ns.yaml",
+        &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {two}}}\n"),
+    )?;
+    let second = repo.commit("two")?;
+    let body = serde_json::json!({
+        "object_kind": "push", "ref": "refs/heads/main", "after": second,
+        "project": {"git_http_url": repo.url, "path_with_namespace": "team/fleet"}
+    })
+    .to_string();
+    let gitlab = [("X-Gitlab-Event", "Push Hook"), ("X-Gitlab-Token", token)];
+    let sent = Instant::now();
+    assert_eq!(
+        post(&format!("http://{addr}/api/webhook"), &gitlab, body.as_bytes())?,
+        200
+    );
+    eventually("the new directory's objects applied", WAIT, || async {
+        Ok((cm_value(&c, &two).await?.as_deref() == Some("two")).then_some(()))
+    })
+    .await?;
+    assert!(
+        sent.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        sent.elapsed()
+    );
+    Ok(())
+}

@@ -36,8 +36,10 @@ use self::receivers::{PER_RECEIVER, Registered};
 use self::verify::{Host, Refusal, Verdict};
 use crate::api::receiver::Receiver;
 use crate::api::{
-    Application, GitRepository, Kustomization, OCIRepository, RECONCILE_REQUESTED_AT,
+    Application, ApplicationSet, GitRepository, Kustomization, OCIRepository,
+    RECONCILE_REQUESTED_AT,
 };
+use crate::reconcilers::applicationset::generate;
 use crate::runtime::context::Context;
 use crate::runtime::report::Session;
 use crate::runtime::{self, Done, Error, Failure, Reason, Reconciled};
@@ -536,6 +538,30 @@ async fn refresh(
         };
         if ask {
             n += annotate(g, ctx, requested).await;
+        }
+    }
+    // ApplicationSets whose git generators read the pushed repository generate again (they
+    // are named by no Receiver: Argo CD refreshes them by repository too).
+    for set in &list::<ApplicationSet>(ctx, scope).await {
+        let tags = pushed
+            .git_ref
+            .as_deref()
+            .is_some_and(|r| r.starts_with("refs/tags/"));
+        let reads = set.spec.generators.iter().any(|g| {
+            let Ok(g) = serde_json::to_value(g) else {
+                return false;
+            };
+            let Ok(g) = generate::read(&g, "", 0) else {
+                return false;
+            };
+            generate::repositories(&g).iter().any(|(url, revision)| {
+                let branch =
+                    (revision != "HEAD" && !revision.is_empty()).then_some(revision.as_str());
+                pushed.is_of(url) && pushed.moves(branch, tags)
+            })
+        });
+        if reads {
+            n += annotate(set, ctx, requested).await;
         }
     }
     for a in &list::<Application>(ctx, scope).await {

@@ -603,6 +603,19 @@ fn git_sets(git: &Git, inputs: &Inputs, renderer: &Renderer) -> Result<Vec<Param
     Ok(sets)
 }
 
+/// The `(repoURL, revision)` of every `git` generator in `g` (inside matrix and merge too)
+/// whose URL is written out (not templated): what a push to a repository may change.
+pub fn repositories(g: &Generator) -> Vec<(String, String)> {
+    match &g.kind {
+        Kind::Git(git) if !git.repo_url.contains("{{") => {
+            vec![(git.repo_url.clone(), git.revision.clone())]
+        }
+        Kind::Matrix(children) => children.iter().flat_map(|(c, _)| repositories(c)).collect(),
+        Kind::Merge { generators, .. } => generators.iter().flat_map(repositories).collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// Every directory above `file` (`a/b/c.yaml` → `a`, `a/b`).
 fn parents(file: &str) -> impl Iterator<Item = &str> {
     file.match_indices('/').map(move |(i, _)| &file[..i])
