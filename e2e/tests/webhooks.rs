@@ -708,9 +708,11 @@ async fn a_push_generates_an_application_set_of_the_pushed_repository_again() ->
         &ns,
         &["--webhook-addr", &addr, "--argocd-webhook-secret", &secret],
     )?;
-    // An hour between looks: only the push explains a new Application.
+    // An hour between looks, and another revision than the Applications' own (`main`), so
+    // that their refresh cannot refresh the set's reading of it: only the push explains a new
+    // Application.
     kc_apply(&format!(
-        "apiVersion: skewer.dev/v1alpha1\nkind: ApplicationSet\nmetadata: {{name: dirs, namespace: {ns}}}\nspec:\n  generators:\n  - git: {{repoURL: '{url}', revision: main, directories: [{{path: 'apps/*'}}], requeueAfterSeconds: 3600}}\n  template:\n    metadata: {{name: '{{{{path.basename}}}}'}}\n    spec:\n      source: {{repoURL: '{url}', targetRevision: main, path: '{{{{path}}}}'}}\n      destination: {{name: in-cluster}}\n      syncPolicy: {{automated: {{}}}}\n",
+        "apiVersion: skewer.dev/v1alpha1\nkind: ApplicationSet\nmetadata: {{name: dirs, namespace: {ns}}}\nspec:\n  generators:\n  - git: {{repoURL: '{url}', revision: HEAD, directories: [{{path: 'apps/*'}}], requeueAfterSeconds: 3600}}\n  template:\n    metadata: {{name: '{{{{path.basename}}}}'}}\n    spec:\n      source: {{repoURL: '{url}', targetRevision: main, path: '{{{{path}}}}'}}\n      destination: {{name: in-cluster}}\n      syncPolicy: {{automated: {{}}}}\n",
         url = repo.url
     ))?;
     eventually("the first directory's objects applied", WAIT, || async {
