@@ -734,7 +734,11 @@ async fn a_push_generates_an_application_set_of_the_pushed_repository_again() ->
     let gitlab = [("X-Gitlab-Event", "Push Hook"), ("X-Gitlab-Token", token)];
     let sent = Instant::now();
     assert_eq!(
-        post(&format!("http://{addr}/api/webhook"), &gitlab, body.as_bytes())?,
+        post(
+            &format!("http://{addr}/api/webhook"),
+            &gitlab,
+            body.as_bytes()
+        )?,
         200
     );
     eventually("the new directory's objects applied", WAIT, || async {
