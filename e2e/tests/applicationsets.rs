@@ -481,18 +481,22 @@ async fn go_templates_lists_and_refusals() -> Result<()> {
     f.repo.write("app/cm.yaml", &cm("one", "x"))?;
     f.repo.commit("app")?;
     let _skewer = skewer_e2e::Skewer::start(&f.ns)?;
-    application_set(
-        &f.ns,
-        "listed",
-        &format!(
-            r#"  goTemplate: true
+    // The set, over the elements of `teams` (name → namespace suffix).
+    let listed = |teams: &[&str]| {
+        let elements: String = teams
+            .iter()
+            .map(|t| format!("      - {{name: {t}, ns: {}-{}}}\n", f.ns, t.to_lowercase()))
+            .collect();
+        application_set(
+            &f.ns,
+            "listed",
+            &format!(
+                r#"  goTemplate: true
   goTemplateOptions: [missingkey=error]
   generators:
   - list:
       elements:
-      - {{name: Alpha, ns: {ns}-alpha}}
-      - {{name: Beta, ns: {ns}-beta}}
-  template:
+{elements}  template:
     metadata:
       name: '{{{{ .name | lower }}}}'
       annotations: {{who: '{{{{ printf "%s/%s" .ns .name }}}}'}}
@@ -503,10 +507,11 @@ async fn go_templates_lists_and_refusals() -> Result<()> {
         automated: {{prune: true}}
         syncOptions: [CreateNamespace=true]
 "#,
-            ns = f.ns,
-            url = f.repo.url
-        ),
-    )?;
+                url = f.repo.url
+            ),
+        )
+    };
+    listed(&["Alpha", "Beta"])?;
     for (app, dest) in [("alpha", "alpha"), ("beta", "beta")] {
         wait_app(&f.c, &f.ns, app, "Synced and Healthy", synced_healthy).await?;
         assert_eq!(
@@ -523,28 +528,7 @@ async fn go_templates_lists_and_refusals() -> Result<()> {
     );
 
     // Taking an element out deletes its Application, which prunes what it applied.
-    application_set(
-        &f.ns,
-        "listed",
-        &format!(
-            r#"  goTemplate: true
-  generators:
-  - list:
-      elements:
-      - {{name: Alpha, ns: {ns}-alpha}}
-  template:
-    metadata: {{name: '{{{{ .name | lower }}}}'}}
-    spec:
-      source: {{repoURL: '{url}', targetRevision: main, path: app}}
-      destination: {{name: in-cluster, namespace: '{{{{ .ns }}}}'}}
-      syncPolicy:
-        automated: {{prune: true}}
-        syncOptions: [CreateNamespace=true]
-"#,
-            ns = f.ns,
-            url = f.repo.url
-        ),
-    )?;
+    listed(&["Alpha"])?;
     eventually(
         "beta's Application and its ConfigMap to go",
         WAIT,

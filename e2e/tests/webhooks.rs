@@ -354,6 +354,28 @@ async fn gitlab_tokens_generic_paths_and_suspension() -> Result<()> {
     Ok(())
 }
 
+/// GitLab's secret in the `argocd-secret` of [`argo_cd_endpoint`].
+const GITLAB_SECRET: &str = "gitlab-shared-secret";
+
+/// skewer on `ns` serving Argo CD's `/api/webhook` (its address returned) with GitLab's secret
+/// in `ns/argocd-secret`.
+async fn argo_cd_endpoint(c: &kube::Client, ns: &str) -> Result<(skewer_e2e::Skewer, String)> {
+    put_secret(
+        c,
+        ns,
+        "argocd-secret",
+        &[("webhook.gitlab.secret", GITLAB_SECRET)],
+    )
+    .await?;
+    let addr = format!("127.0.0.1:{}", free_port()?);
+    let secret = format!("{ns}/argocd-secret");
+    let skewer = skewer_e2e::Skewer::start_with(
+        ns,
+        &["--webhook-addr", &addr, "--argocd-webhook-secret", &secret],
+    )?;
+    Ok((skewer, addr))
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn argo_cds_endpoint_refreshes_the_applications_of_the_pushed_repository() -> Result<()> {
     let git = GitServer::start()?;
@@ -362,21 +384,8 @@ async fn argo_cds_endpoint_refreshes_the_applications_of_the_pushed_repository()
     repo.write("apps/cm.yaml", &cm(&ns, "one"))?;
     repo.commit("one")?;
     let c = client().await;
-    let token = "gitlab-shared-secret";
-    put_secret(
-        &c,
-        &ns,
-        "argocd-secret",
-        &[("webhook.gitlab.secret", token)],
-    )
-    .await?;
-    let port = free_port()?;
-    let addr = format!("127.0.0.1:{port}");
-    let secret = format!("{ns}/argocd-secret");
-    let _skewer = skewer_e2e::Skewer::start_with(
-        &ns,
-        &["--webhook-addr", &addr, "--argocd-webhook-secret", &secret],
-    )?;
+    let (_skewer, addr) = argo_cd_endpoint(&c, &ns).await?;
+    let token = GITLAB_SECRET;
     kc_apply(&format!(
         "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: app, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, server: https://kubernetes.default.svc}}\n  source: {{repoURL: {}, path: apps, targetRevision: main}}\n  syncPolicy: {{automated: {{}}}}\n  interval: 1h\n",
         repo.url
@@ -694,20 +703,8 @@ async fn a_push_generates_an_application_set_of_the_pushed_repository_again() ->
     )?;
     repo.commit("one")?;
     let c = client().await;
-    let token = "gitlab-shared-secret";
-    put_secret(
-        &c,
-        &ns,
-        "argocd-secret",
-        &[("webhook.gitlab.secret", token)],
-    )
-    .await?;
-    let addr = format!("127.0.0.1:{}", free_port()?);
-    let secret = format!("{ns}/argocd-secret");
-    let _skewer = skewer_e2e::Skewer::start_with(
-        &ns,
-        &["--webhook-addr", &addr, "--argocd-webhook-secret", &secret],
-    )?;
+    let (_skewer, addr) = argo_cd_endpoint(&c, &ns).await?;
+    let token = GITLAB_SECRET;
     // An hour between looks, and another revision than the Applications' own (`main`), so
     // that their refresh cannot refresh the set's reading of it: only the push explains a new
     // Application.

@@ -71,16 +71,31 @@ pub fn table(rows: &[AppRow], namespaces: bool) -> String {
 
 /// The Applications of `namespace` (every namespace when `None`), sorted.
 pub async fn list(client: &Client, namespace: Option<&str>) -> Result<Vec<AppRow>, kube::Error> {
-    let api: Api<Application> = skewer_api::scoped(client, namespace);
-    let mut rows: Vec<AppRow> = api
+    let mut rows = rows_of::<Application, _>(client, namespace, row).await?;
+    rows.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    Ok(rows)
+}
+
+/// Each object of kind `K` in `namespace` (every namespace when `None`) as a row.
+pub async fn rows_of<K, R>(
+    client: &Client,
+    namespace: Option<&str>,
+    row: impl Fn(&K) -> R,
+) -> Result<Vec<R>, kube::Error>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = skewer_api::scoped(client, namespace);
+    Ok(api
         .list(&ListParams::default())
         .await?
         .items
         .iter()
         .map(row)
-        .collect();
-    rows.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-    Ok(rows)
+        .collect())
 }
 
 #[cfg(test)]

@@ -2,8 +2,7 @@
 //! Applications each generated, how many are synced and healthy, where a RollingSync stands,
 //! and why it is not Ready. The rows and the table are pure.
 
-use kube::api::ListParams;
-use kube::{Api, Client, ResourceExt};
+use kube::{Client, ResourceExt};
 use serde::Serialize;
 
 use skewer_api::ApplicationSet;
@@ -88,14 +87,7 @@ pub fn table(rows: &[AppSetRow], namespaces: bool) -> String {
 
 /// The ApplicationSets of `namespace` (every namespace when `None`), sorted.
 pub async fn list(client: &Client, namespace: Option<&str>) -> Result<Vec<AppSetRow>, kube::Error> {
-    let api: Api<ApplicationSet> = skewer_api::scoped(client, namespace);
-    let mut rows: Vec<AppSetRow> = api
-        .list(&ListParams::default())
-        .await?
-        .items
-        .iter()
-        .map(row)
-        .collect();
+    let mut rows = super::apps::rows_of::<ApplicationSet, _>(client, namespace, row).await?;
     rows.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     Ok(rows)
 }

@@ -141,22 +141,7 @@ pub async fn reconcile(
         Ok(c) => c,
         Err(e) => {
             let cs = &mut session.status.conditions;
-            conditions::set(
-                cs,
-                ERROR_OCCURRED,
-                true,
-                "ApplicationValidationError",
-                &e,
-                generation,
-            );
-            conditions::set(
-                cs,
-                PARAMETERS_GENERATED,
-                false,
-                "ErrorOccurred",
-                &e,
-                generation,
-            );
+            not_generated(cs, "ApplicationValidationError", &e, generation);
             return session.finish(Err(Failure::invalid(e)), None).await;
         }
     };
@@ -180,6 +165,24 @@ pub async fn reconcile(
     session.finish(outcome, Some(schedule)).await
 }
 
+/// Argo CD's conditions when no parameters could be generated (`reason` says at which step).
+fn not_generated(
+    cs: &mut Vec<crate::api::Condition>,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+) {
+    conditions::set(cs, ERROR_OCCURRED, true, reason, message, generation);
+    conditions::set(
+        cs,
+        PARAMETERS_GENERATED,
+        false,
+        "ErrorOccurred",
+        message,
+        generation,
+    );
+}
+
 /// Generate, render, make the Applications match, roll out, report.
 async fn work(
     ctx: &Arc<Context>,
@@ -198,19 +201,9 @@ async fn work(
         Ok(sets) => sets,
         Err(f) => {
             let cs = &mut status.conditions;
-            conditions::set(
+            not_generated(
                 cs,
-                ERROR_OCCURRED,
-                true,
                 "ApplicationParamsGenerationError",
-                &f.message,
-                generation,
-            );
-            conditions::set(
-                cs,
-                PARAMETERS_GENERATED,
-                false,
-                "ErrorOccurred",
                 &f.message,
                 generation,
             );
