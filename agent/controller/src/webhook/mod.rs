@@ -542,11 +542,12 @@ async fn refresh(
     }
     // ApplicationSets whose git generators read the pushed repository generate again (they
     // are named by no Receiver: Argo CD refreshes them by repository too).
+    // A target revision that names a tag is known only to the remote: a tag push may move it.
+    let tag_pushed = pushed
+        .git_ref
+        .as_deref()
+        .is_some_and(|r| r.starts_with("refs/tags/"));
     for set in &list::<ApplicationSet>(ctx, scope).await {
-        let tags = pushed
-            .git_ref
-            .as_deref()
-            .is_some_and(|r| r.starts_with("refs/tags/"));
         let reads = set.spec.generators.iter().any(|g| {
             let Ok(g) = serde_json::to_value(g) else {
                 return false;
@@ -555,9 +556,7 @@ async fn refresh(
                 return false;
             };
             generate::repositories(&g).iter().any(|(url, revision)| {
-                let branch =
-                    (revision != "HEAD" && !revision.is_empty()).then_some(revision.as_str());
-                pushed.is_of(url) && pushed.moves(branch, tags)
+                pushed.is_of(url) && pushed.moves(branch_of(revision), tag_pushed)
             })
         });
         if reads {
@@ -567,19 +566,18 @@ async fn refresh(
     for a in &list::<Application>(ctx, scope).await {
         let Some(src) = &a.spec.source else { continue };
         let ns = a.namespace().unwrap_or_default();
-        let target = src.target_revision.as_deref().unwrap_or("HEAD");
-        let branch = (target != "HEAD" && !target.is_empty()).then_some(target);
+        let branch = branch_of(src.target_revision.as_deref().unwrap_or("HEAD"));
         let is_listed = listed(Application::KIND, &a.name_any(), &ns, a.labels());
-        // A target that names a tag is known only to the remote: a tag push may move it.
-        let tags = pushed
-            .git_ref
-            .as_deref()
-            .is_some_and(|r| r.starts_with("refs/tags/"));
-        if wanted(is_listed, &src.repo_url, branch, tags) {
+        if wanted(is_listed, &src.repo_url, branch, tag_pushed) {
             n += annotate(a, ctx, requested).await;
         }
     }
     n
+}
+
+/// The branch an Argo CD target revision may name: none for `HEAD` (the default branch).
+fn branch_of(target: &str) -> Option<&str> {
+    (target != "HEAD" && !target.is_empty()).then_some(target)
 }
 
 /// The objects of kind `K` in `scope` (`None`: every namespace); none, logged, when they
