@@ -25,6 +25,8 @@ pub struct Daemon {
     pub leader_elect: bool,
     pub leader_election_namespace: Option<String>,
     pub lease_duration: Duration,
+    /// Split the work into this many shards on Leases (`None`: one leader does it all).
+    pub shards: Option<u32>,
     pub allow_file_urls: bool,
     pub default_service_account: Option<String>,
     pub no_cross_namespace_refs: bool,
@@ -68,25 +70,37 @@ pub async fn run(args: Daemon) -> Result<()> {
         .await
         .context("reaching the API server")?;
     ready.store(true, std::sync::atomic::Ordering::Relaxed);
-    // Without election, leadership is never lost.
-    let campaign: Option<(kube::Api<k8s_openapi::api::coordination::v1::Lease>, String)> =
-        args.leader_elect.then(|| {
-            let lease_ns = args
-                .leader_election_namespace
-                .clone()
-                .or_else(|| namespace.clone())
-                .unwrap_or_else(|| "default".into());
-            let host = std::env::var("POD_NAME").or_else(|_| {
-                std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string())
-            });
-            let me = format!(
-                "{}-{}",
-                host.unwrap_or_else(|_| "skewer".into()),
-                std::process::id()
-            );
-            (kube::Api::namespaced(client.clone(), &lease_ns), me)
+    if args.shards.is_some() && args.storage_addr.is_none() {
+        anyhow::bail!(
+            "--shards needs --storage-addr (and --storage-adv-addr, reachable by the other replicas): each replica fetches the sources of its own shards and the others read those artifacts from it"
+        );
+    }
+    let lease_ns = args
+        .leader_election_namespace
+        .clone()
+        .or_else(|| namespace.clone())
+        .unwrap_or_else(|| "default".into());
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(client.clone(), &lease_ns);
+    let me = {
+        let host = std::env::var("POD_NAME").or_else(|_| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string())
         });
+        format!(
+            "{}-{}",
+            host.unwrap_or_else(|_| "skewer".into()),
+            std::process::id()
+        )
+    };
+    // Without election (or with shards, where each reconcile is gated by its shard's Lease
+    // instead), leadership is never lost.
+    let campaign =
+        (args.leader_elect && args.shards.is_none()).then(|| (leases.clone(), me.clone()));
     let mut lost = lead(campaign.as_ref(), args.lease_duration).await;
+    let shards = match args.shards {
+        Some(count) => skewer_controller::shards::Shards::new(count),
+        None => skewer_controller::shards::Shards::unsharded(),
+    };
     let settings = Settings {
         concurrency: args.concurrency,
         full_sync: args.full_sync_interval,
@@ -120,9 +134,33 @@ pub async fn run(args: Daemon) -> Result<()> {
     };
     let registry = Registry::new(secrets_ns.as_deref());
     registry.watch(&client, secrets_ns.as_deref());
-    let ctx = Context::new(config, client, registry, &args.data_dir, settings, metrics)
-        .await
-        .context("asking the API server its version")?;
+    let ctx = Context::new(
+        config,
+        client,
+        registry,
+        &args.data_dir,
+        settings,
+        metrics,
+        shards.clone(),
+    )
+    .await
+    .context("asking the API server its version")?;
+    if args.shards.is_some() {
+        let settings = skewer_controller::shards::lease::Settings {
+            metrics: ctx.metrics.clone(),
+            group: "skewer".into(),
+            me: me.clone(),
+            duration: args.lease_duration,
+        };
+        tracing::info!(shards = shards.count(), identity = %me, namespace = %lease_ns, "sharding on Leases");
+        let forget_ctx = ctx.clone();
+        tokio::spawn(skewer_controller::shards::lease::run(
+            leases,
+            shards,
+            settings,
+            move |owners| forget_ctx.forget_owners(&owners),
+        ));
+    }
     if let Some(addr) = args.storage_addr {
         let listener = tokio::net::TcpListener::bind(addr)
             .await

@@ -44,6 +44,9 @@ pub struct ArtifactRef {
     pub key: String,
     pub revision: String,
     pub digest: String,
+    /// Where the replica that fetched it serves it, and its size: read from there when this
+    /// replica's store lacks it (`--shards`: another replica holds the source's shard).
+    pub served: Option<(String, u64)>,
 }
 
 /// The current artifact of source `kind` `namespace/name`.
@@ -83,6 +86,7 @@ async fn get<S: Source>(
         key: store_key::<S>(namespace, name),
         revision: artifact.revision.clone(),
         digest: artifact.digest.clone(),
+        served: artifact.url.clone().map(|url| (url, artifact.size)),
         source,
     })
 }
@@ -105,6 +109,11 @@ pub async fn files_under(
         dir.to_string(),
     );
     let failed = |e: String| Failure::new(Reason::ArtifactFailed, e);
+    if let Some((url, size)) = &artifact.served
+        && !store.path_of(&key, &digest).exists()
+    {
+        copy(&store, artifact, url, *size).await?;
+    }
     let files = tokio::task::spawn_blocking(move || {
         if whole {
             return store.get_under(&key, &digest, "");
@@ -129,6 +138,70 @@ pub async fn files_under(
             data: f.data,
         })
         .collect())
+}
+
+/// The most an artifact read from another replica may weigh.
+const MAX_COPY: u64 = 1 << 30;
+
+/// Reads `artifact` from the replica that serves it at `url` into `store`: at most its
+/// recorded `size` (and never more than 1 GiB), stored only if its digest is the one the
+/// source's status names. Older copies of that source go.
+async fn copy(
+    store: &skewer_sources::Store,
+    artifact: &ArtifactRef,
+    url: &str,
+    size: u64,
+) -> Result<(), Failure> {
+    let failed = |e: String| {
+        Failure::new(
+            Reason::ArtifactFailed,
+            format!("reading {} from {url}: {e}", artifact.source),
+        )
+    };
+    if size > MAX_COPY {
+        return Err(failed(format!("{size} bytes is more than {MAX_COPY}")));
+    }
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(60))
+        .build()
+        .map_err(|e| failed(e.to_string()))?;
+    let mut response = client
+        .get(url)
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|e| failed(e.to_string()))?;
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    while let Some(chunk) = response.chunk().await.map_err(|e| failed(e.to_string()))? {
+        if bytes.len() as u64 + chunk.len() as u64 > size {
+            return Err(failed(format!(
+                "more than the {size} bytes its status records"
+            )));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    let actual = skewer_sources::artifact::digest_of(&bytes);
+    if actual != artifact.digest {
+        return Err(failed(format!(
+            "its digest is {actual}, the source's status says {}",
+            artifact.digest
+        )));
+    }
+    let (store, key, revision, digest) = (
+        store.clone(),
+        artifact.key.clone(),
+        artifact.revision.clone(),
+        artifact.digest.clone(),
+    );
+    tokio::task::spawn_blocking(move || {
+        store.put_packed(&key, &revision, &bytes, digest.clone())?;
+        store.gc(&key, &digest)
+    })
+    .await
+    .map_err(|e| failed(e.to_string()))?
+    .map_err(|e| failed(e.to_string()))?;
+    tracing::info!(source = %artifact.source, %url, "read the artifact from the replica that fetched it");
+    Ok(())
 }
 
 /// Adds a watch of every source kind to `controller`: a change of a source (a new artifact)

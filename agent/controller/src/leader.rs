@@ -50,7 +50,7 @@ pub fn decide(spec: Option<&LeaseSpec>, me: &str, now: Timestamp) -> Decision {
     }
 }
 
-fn spec_for(
+pub(crate) fn spec_for(
     me: &str,
     duration: Duration,
     previous: Option<&LeaseSpec>,

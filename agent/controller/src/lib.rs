@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod ownership;
 pub mod reconcilers;
 pub mod runtime;
+pub mod shards;
 pub mod storage;
 pub mod targets;
 pub mod webhook;

@@ -41,6 +41,8 @@ pub struct Metrics {
     pub drift_corrected: Family<DriftLabels, Counter>,
     pub fetch_duration: Histogram,
     pub reconciles_in_flight: Gauge,
+    /// Shards this replica holds (`--shards`).
+    pub shards_held: Gauge,
 }
 
 impl Default for Metrics {
@@ -58,6 +60,7 @@ impl Default for Metrics {
             drift_corrected: Family::default(),
             fetch_duration: fetch_duration.clone(),
             reconciles_in_flight: Gauge::default(),
+            shards_held: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -94,6 +97,11 @@ impl Default for Metrics {
             "reconciles_in_flight",
             "Reconciles running now (the work queue's depth)",
             m.reconciles_in_flight.clone(),
+        );
+        registry.register(
+            "shards_held",
+            "Shards whose Lease this replica holds (--shards)",
+            m.shards_held.clone(),
         );
         Self { registry, ..m }
     }

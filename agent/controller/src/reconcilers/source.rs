@@ -99,6 +99,14 @@ where
             })
         }
         Ok(None) => {
+            // Stored here already, perhaps fetched by another replica and copied (`--shards`):
+            // from now on this replica, the source's, serves it.
+            if let Some(a) = status.artifact.as_mut()
+                && let Some(base) = ctx.settings.storage_url.as_deref()
+            {
+                let key = crate::artifacts::store_key::<S>(&ns, &name);
+                a.url = Some(crate::storage::url(base, &key, &a.digest));
+            }
             let revision = status.artifact.as_ref().map(|a| a.revision.as_str());
             Ok(stored(revision.unwrap_or_default(), true))
         }

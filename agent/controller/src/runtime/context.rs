@@ -37,6 +37,8 @@ pub struct Context {
     pub ownership: Ownership,
     pub metrics: Arc<Metrics>,
     pub settings: Settings,
+    /// The shards this replica holds: the gate of every reconcile.
+    pub shards: Arc<crate::shards::Shards>,
 }
 
 impl Context {
@@ -49,6 +51,7 @@ impl Context {
         data_dir: &std::path::Path,
         settings: Settings,
         metrics: Arc<Metrics>,
+        shards: Arc<crate::shards::Shards>,
     ) -> Result<Arc<Self>, kube::Error> {
         let reporter = Reporter {
             controller: "skewer".into(),
@@ -67,7 +70,17 @@ impl Context {
             ownership: Ownership::default(),
             metrics,
             settings,
+            shards,
         }))
+    }
+
+    /// Forgets what this replica knew of `owners` (`Kind/namespace/name`) for self-heal: their
+    /// shard went to another replica, which heals them from now on.
+    pub fn forget_owners(&self, owners: &[String]) {
+        let mut drift = self.drift.lock();
+        for owner in owners {
+            drift.forget_owner(owner);
+        }
     }
 
     /// Publishes a Kubernetes Event about `obj`; failures are logged, never fatal.

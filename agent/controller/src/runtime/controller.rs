@@ -53,27 +53,95 @@ fn reconcile_inputs<K: kube::Resource>(obj: &K) -> Option<u64> {
     Some(h.finish())
 }
 
-/// Runs `controller` until shutdown: at most `max_concurrent_reconciles` at once, panics
-/// contained to their object, a failed status write retried after a few seconds.
+/// Which shard an object is reconciled in (see [`crate::shards`]).
+pub trait Sharded: Reconciled {
+    /// The key hashed into its shard: `namespace/name` unless the kind says otherwise;
+    /// `None`: every replica reconciles it.
+    fn shard_key(&self, _ctx: &Context) -> Option<String> {
+        Some(format!(
+            "{}/{}",
+            self.namespace().unwrap_or_default(),
+            self.name_any()
+        ))
+    }
+}
+
+impl Sharded for crate::api::GitRepository {}
+impl Sharded for crate::api::OCIRepository {}
+impl Sharded for crate::api::ApplicationSet {}
+
+/// Every replica registers every Receiver: a push may reach any of them.
+impl Sharded for crate::api::Receiver {
+    fn shard_key(&self, _ctx: &Context) -> Option<String> {
+        None
+    }
+}
+
+/// Runs `controller` until shutdown: at most `max_concurrent_reconciles` at once, only the
+/// objects of the shards this replica holds (all of them when another shard is acquired),
+/// panics contained to their object, a failed status write retried after a few seconds.
 pub async fn run<K, F, Fut>(ctx: Arc<Context>, controller: Controller<K>, reconcile: F)
 where
-    K: Reconciled,
+    K: Sharded,
     F: Fn(Arc<K>, Arc<Context>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Result<Action, Error>> + Send + 'static,
 {
     let config = kube::runtime::controller::Config::default()
         .concurrency(ctx.settings.max_concurrent_reconciles);
+    let acquired = crate::shards::announced(ctx.shards.subscribe());
     controller
         .shutdown_on_signal()
         .with_config(config)
         .trigger_backoff(watch::Retry::default())
-        .run(panics::guarded(reconcile), error_policy::<K>, ctx)
+        .reconcile_all_on(acquired)
+        .run(panics::guarded(in_shard(reconcile)), error_policy::<K>, ctx)
         .for_each(|r| async move {
             if let Err(e) = r {
                 warn!(kind = K::KIND, error = %e, "reconcile");
             }
         })
         .await;
+}
+
+/// `reconcile`, only while this replica holds the object's shard: a [`crate::shards::Turn`]
+/// is held until it ends. An object of another shard is left alone until something changes,
+/// and what this replica knew of it for self-heal is forgotten (its shard key moved).
+fn in_shard<K, F, Fut>(
+    reconcile: F,
+) -> impl Fn(Arc<K>, Arc<Context>) -> BoxFuture<'static, Result<Action, Error>>
++ Clone
++ Send
++ Sync
++ 'static
+where
+    K: Sharded,
+    F: Fn(Arc<K>, Arc<Context>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, Error>> + Send + 'static,
+{
+    move |obj: Arc<K>, ctx: Arc<Context>| {
+        let owner = crate::api::OwnerKey::new(
+            K::KIND,
+            &obj.namespace().unwrap_or_default(),
+            &obj.name_any(),
+        )
+        .to_string();
+        let turn = match obj.shard_key(&ctx) {
+            None => None,
+            Some(key) => match ctx.shards.enter(&key, &owner) {
+                Some(turn) => Some(turn),
+                None => {
+                    ctx.drift.lock().forget_owner(&owner);
+                    return Box::pin(std::future::ready(Ok(Action::await_change())));
+                }
+            },
+        };
+        let work = reconcile(obj, ctx);
+        Box::pin(async move {
+            let result = work.await;
+            drop(turn);
+            result
+        })
+    }
 }
 
 /// A reconcile that ended without a status (its status write failed) is retried, backing off

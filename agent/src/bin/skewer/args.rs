@@ -514,6 +514,14 @@ pub struct RunArgs {
     /// How long a lease lasts without renewal; a follower takes over after it.
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     pub lease_duration: Duration,
+    /// Split the work between replicas instead of electing one leader: `auto` (16 shards) or
+    /// a number of shards (1 to 1024). Each replica holds a Lease per shard it reconciles;
+    /// replicas find each other through Leases, and a replica that dies has its shards taken
+    /// over within --lease-duration. Needs --storage-addr and --storage-adv-addr reachable by
+    /// the other replicas: they read each other's artifacts, as Flux's controllers do.
+    /// Example: `skewer run --shards auto --storage-addr 0.0.0.0:9090 --storage-adv-addr $(POD_IP):9090`
+    #[arg(long, value_parser = parse_shards)]
+    pub shards: Option<u32>,
     /// Let GitRepositories use local paths (`file://`) when running in a cluster, where they
     /// are the pod's own files. Outside a cluster they are allowed; skewer's data directory
     /// never is.
@@ -584,6 +592,7 @@ impl RunArgs {
             leader_elect: self.leader_elect,
             leader_election_namespace: self.leader_election_namespace,
             lease_duration: self.lease_duration,
+            shards: self.shards,
             allow_file_urls: self.allow_file_urls,
             default_service_account: self.default_service_account,
             no_cross_namespace_refs: self.no_cross_namespace_refs,
@@ -637,4 +646,17 @@ pub fn parse_interval(s: &str) -> Result<String, String> {
 
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     skewer_api::duration::parse(s).map_err(|e| e.to_string())
+}
+
+/// `auto` (16) or a number of shards from 1 to 1024.
+fn parse_shards(s: &str) -> Result<u32, String> {
+    if s == "auto" {
+        return Ok(16);
+    }
+    match s.parse::<u32>() {
+        Ok(n) if (1..=1024).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "'{s}': give `auto` or a number of shards from 1 to 1024"
+        )),
+    }
 }

@@ -88,16 +88,15 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     // A cluster Secret added, changed or deleted: every ApplicationSet with a clusters
     // generator generates again.
     let sets = controller.store();
-    let clusters =
-        super::deploy::triggers::announced(ctx.targets.registry.subscribe()).flat_map(move |_| {
-            let refs: Vec<ObjectRef<ApplicationSet>> = sets
-                .state()
-                .iter()
-                .filter(|s| reads_clusters(s))
-                .map(|s| ObjectRef::from_obj(s.as_ref()))
-                .collect();
-            futures::stream::iter(refs)
-        });
+    let clusters = crate::shards::announced(ctx.targets.registry.subscribe()).flat_map(move |_| {
+        let refs: Vec<ObjectRef<ApplicationSet>> = sets
+            .state()
+            .iter()
+            .filter(|s| reads_clusters(s))
+            .map(|s| ObjectRef::from_obj(s.as_ref()))
+            .collect();
+        futures::stream::iter(refs)
+    });
     let controller = controller.reconcile_on(clusters);
     runtime::controller::run(ctx, controller, move |set, ctx| {
         let apps = apps.clone();

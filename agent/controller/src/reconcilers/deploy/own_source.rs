@@ -83,6 +83,7 @@ pub async fn artifact(
                 key,
                 revision,
                 digest,
+                served: None,
             }
         }
         // The revision did not move: the stored artifact stands.

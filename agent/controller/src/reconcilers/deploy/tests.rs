@@ -54,6 +54,7 @@ async fn mocked(
         dir.path(),
         Settings::for_tests(),
         Arc::new(Metrics::default()),
+        crate::shards::Shards::unsharded(),
     )
     .await
     .expect("a context");

@@ -6,24 +6,24 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use futures::StreamExt;
 use futures::future::BoxFuture;
-use futures::{Stream, StreamExt};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
-use tokio::sync::broadcast;
 
-use super::{Deploy, cleanup, cluster_now, owner_of, reconcile};
+use super::{Deploy, Destination, cleanup, cluster_now, owner_of, reconcile};
 use crate::api::{Application, Kustomization};
 use crate::artifacts;
 use crate::ownership::Recorded;
 use crate::runtime::context::Context;
+use crate::runtime::controller::Sharded;
 use crate::runtime::{self, Error};
 use crate::targets::ClusterRef;
 
 /// Runs the controller of deploy kind `D` until shutdown.
-pub async fn run<D: Deploy>(ctx: Arc<Context>, namespace: Option<String>) {
+pub async fn run<D: Deploy + Sharded>(ctx: Arc<Context>, namespace: Option<String>) {
     let api: Api<D> = crate::api::scoped(&ctx.client, namespace.as_deref());
     let controller = runtime::controller::of(api);
     ctx.ownership.watch(
@@ -47,7 +47,7 @@ pub async fn run<D: Deploy>(ctx: Arc<Context>, namespace: Option<String>) {
     let controller = dependency::<D, Application>(controller, &ctx, namespace.as_deref());
     // Drift left alone (no self-heal) reconciles its owner, to show it out of sync.
     let store = controller.store();
-    let drifted = announced(ctx.drift.subscribe()).filter_map(move |owner| {
+    let drifted = crate::shards::announced(ctx.drift.subscribe()).filter_map(move |owner| {
         let found = store
             .state()
             .iter()
@@ -59,33 +59,19 @@ pub async fn run<D: Deploy>(ctx: Arc<Context>, namespace: Option<String>) {
     // clients are rebuilt, with the new credentials, by `Targets`).
     let store = controller.store();
     let cluster_ctx = ctx.clone();
-    let clusters = announced(ctx.targets.registry.subscribe()).flat_map(move |name| {
-        let cluster = Some(ClusterRef::Registered(name));
-        let on: Vec<ObjectRef<D>> = store
-            .state()
-            .iter()
-            .filter(|obj| cluster_of(&cluster_ctx, obj.as_ref()) == cluster)
-            .map(|obj| ObjectRef::from_obj(obj.as_ref()))
-            .collect();
-        futures::stream::iter(on)
-    });
+    let clusters =
+        crate::shards::announced(ctx.targets.registry.subscribe()).flat_map(move |name| {
+            let cluster = Some(ClusterRef::Registered(name));
+            let on: Vec<ObjectRef<D>> = store
+                .state()
+                .iter()
+                .filter(|obj| cluster_of(&cluster_ctx, obj.as_ref()) == cluster)
+                .map(|obj| ObjectRef::from_obj(obj.as_ref()))
+                .collect();
+            futures::stream::iter(on)
+        });
     let controller = controller.reconcile_on(drifted).reconcile_on(clusters);
     runtime::controller::run(ctx, controller, finalized::<D>).await;
-}
-
-/// The values `rx` announces, lagging ones skipped, until its sender goes.
-pub(crate) fn announced<T: Clone + Send + 'static>(
-    rx: broadcast::Receiver<T>,
-) -> impl Stream<Item = T> {
-    futures::stream::unfold(rx, |mut rx| async move {
-        loop {
-            match rx.recv().await {
-                Ok(v) => return Some((v, rx)),
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(broadcast::error::RecvError::Closed) => return None,
-            }
-        }
-    })
 }
 
 /// A `T` changing (becoming Ready, say) reconciles the `D`s depending on it.
@@ -118,6 +104,30 @@ pub fn depends_on<D: Deploy>(obj: &D, kind: &str, ns: &str, name: &str) -> bool 
 fn cluster_of<D: Deploy>(ctx: &Context, obj: &D) -> Option<ClusterRef> {
     let place = obj.place(&ctx.settings).ok()?;
     cluster_now(ctx, &place.destination)
+}
+
+/// The shard key of a deploy object: the registered cluster it applies to, so that one replica
+/// holds a spoke's client, discovery and drift watches; on the hub (or a kubeconfig's
+/// cluster), the object itself. Read from the spec alone, so every replica computes the same.
+pub fn shard_key<D: Deploy>(obj: &D, ctx: &Context) -> Option<String> {
+    let own = || format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any());
+    Some(match obj.place(&ctx.settings).map(|p| p.destination) {
+        Ok(Destination::Cluster(ClusterRef::Registered(name))) => format!("cluster/{name}"),
+        Ok(Destination::Server(server)) => format!("server/{server}"),
+        _ => own(),
+    })
+}
+
+impl Sharded for Kustomization {
+    fn shard_key(&self, ctx: &Context) -> Option<String> {
+        shard_key(self, ctx)
+    }
+}
+
+impl Sharded for Application {
+    fn shard_key(&self, ctx: &Context) -> Option<String> {
+        shard_key(self, ctx)
+    }
 }
 
 /// The reconcile of `D` behind the finalizer: [`reconcile`], or [`cleanup`] on deletion.
