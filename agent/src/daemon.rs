@@ -145,6 +145,7 @@ pub async fn run(args: Daemon) -> Result<()> {
     )
     .await
     .context("asking the API server its version")?;
+    let mut sharded = None;
     if args.shards.is_some() {
         let settings = skewer_controller::shards::lease::Settings {
             metrics: ctx.metrics.clone(),
@@ -154,12 +155,13 @@ pub async fn run(args: Daemon) -> Result<()> {
         };
         tracing::info!(shards = shards.count(), identity = %me, namespace = %lease_ns, "sharding on Leases");
         let forget_ctx = ctx.clone();
-        tokio::spawn(skewer_controller::shards::lease::run(
-            leases,
+        let keeping = tokio::spawn(skewer_controller::shards::lease::run(
+            leases.clone(),
             shards,
             settings,
             move |owners| forget_ctx.forget_owners(&owners),
         ));
+        sharded = Some((leases, keeping));
     }
     if let Some(addr) = args.storage_addr {
         let listener = tokio::net::TcpListener::bind(addr)
@@ -218,7 +220,14 @@ pub async fn run(args: Daemon) -> Result<()> {
     tracing::info!(namespace = namespace.as_deref().unwrap_or("<all>"), data_dir = %args.data_dir.display(), "skewer running");
     loop {
         tokio::select! {
-            () = skewer_controller::reconcilers::run(ctx.clone(), namespace.clone()) => return Ok(()),
+            () = skewer_controller::reconcilers::run(ctx.clone(), namespace.clone()) => {
+                // Stopped by a signal, every reconcile over: hand the shards over at once.
+                if let Some((leases, keeping)) = &sharded {
+                    keeping.abort();
+                    skewer_controller::shards::lease::release_all(leases, "skewer", &me).await;
+                }
+                return Ok(());
+            }
             // A leader that can no longer renew must stop writing at once: its controllers
             // and drift watches stop (dropped here), what it fetched and learnt stays (sources,
             // clients, the drift and ownership tables), and it campaigns again. An API server

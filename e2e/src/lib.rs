@@ -560,6 +560,19 @@ impl Skewer {
         Ok(())
     }
 
+    /// SIGTERM, as Kubernetes stops a Pod; waits for the process to exit, at most `within`.
+    pub fn terminate(&mut self, within: std::time::Duration) -> Result<()> {
+        run(Command::new("kill").args(["-TERM", &self.child.id().to_string()]))?;
+        let deadline = std::time::Instant::now() + within;
+        while std::time::Instant::now() < deadline {
+            if self.child.try_wait()?.is_some() {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        anyhow::bail!("skewer still running {within:?} after SIGTERM")
+    }
+
     /// Starts again with the same data directory and flags.
     pub fn restart(&mut self) -> Result<()> {
         self.child = Self::spawn(

@@ -158,6 +158,24 @@ async fn replicas_split_the_work_and_take_over_on_leases() -> Result<()> {
         assert!(r.logs().contains("shards: this replica's share"));
     }
     eprintln!("shares of 16 shards: {shares:?}");
+    // `skewer get shards` says the same.
+    let table = skewer_cli(&["get", "shards", "-n", &ns])?;
+    for (r, share) in replicas.iter().zip(&shares) {
+        let pid = format!("-{}", r.pid());
+        let row = table
+            .lines()
+            .find(|l| {
+                l.contains("replica")
+                    && l.split_whitespace()
+                        .nth(2)
+                        .is_some_and(|h| h.ends_with(&pid))
+            })
+            .unwrap_or_else(|| panic!("no row of replica {pid} in:\n{table}"));
+        assert!(
+            row.contains("held") && row.trim_end().ends_with(&format!(" {share}")),
+            "{row}"
+        );
+    }
 
     // A commit: every ConfigMap patched exactly once by the replica set.
     let mark = audited("skewer", &ns)?.len();
@@ -238,6 +256,32 @@ async fn replicas_split_the_work_and_take_over_on_leases() -> Result<()> {
     eprintln!(
         "a replica joined: {} ConfigMaps re-applied once by their new owner",
         counts.len()
+    );
+
+    // A clean stop (a rolling update) hands its shards over at once, not after the lease.
+    let mut leaving = replicas.remove(0);
+    let leaving_pid = format!("-{}", leaving.pid());
+    leaving.terminate(Duration::from_secs(10))?;
+    let stopped = Instant::now();
+    let h = holders(&c, &ns).await?;
+    assert!(
+        !h.values().any(|v| v.ends_with(&leaving_pid)),
+        "a replica stopped by SIGTERM still holds shards: {h:?}"
+    );
+    eventually("the stopped replica's shards taken", WAIT, || async {
+        let h = holders(&c, &ns).await?;
+        let shares: Vec<usize> = replicas.iter().map(|r| held_by(&h, r)).collect();
+        Ok((shares.iter().sum::<usize>() == 16).then_some(()))
+    })
+    .await?;
+    let handed = stopped.elapsed();
+    eprintln!(
+        "a replica stopped by SIGTERM: its shards taken in {:.1} s",
+        handed.as_secs_f64()
+    );
+    assert!(
+        handed < Duration::from_secs(4),
+        "no faster than the lease: {handed:?}"
     );
     Ok(())
 }

@@ -10,6 +10,7 @@ pub mod events;
 #[doc(hidden)]
 pub mod golden;
 pub mod named;
+pub mod shards;
 pub mod table;
 pub mod tree;
 pub mod why;

@@ -18,15 +18,21 @@ use std::sync::Arc;
 
 use crate::runtime::context::Context;
 
-/// Runs every kind's controller until shutdown.
+/// Runs every kind's controller until shutdown: SIGTERM or SIGINT stops each once its
+/// running reconciles are over, and then this returns.
 pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
-    tokio::join!(
-        gitrepository::run(ctx.clone(), namespace.clone()),
-        ocirepository::run(ctx.clone(), namespace.clone()),
-        kustomization::run(ctx.clone(), namespace.clone()),
-        application::run(ctx.clone(), namespace.clone()),
-        applicationset::run(ctx.clone(), namespace.clone()),
-        crate::webhook::run(ctx.clone(), namespace),
-        ctx.targets.follow_registry(),
-    );
+    let controllers = async {
+        tokio::join!(
+            gitrepository::run(ctx.clone(), namespace.clone()),
+            ocirepository::run(ctx.clone(), namespace.clone()),
+            kustomization::run(ctx.clone(), namespace.clone()),
+            application::run(ctx.clone(), namespace.clone()),
+            applicationset::run(ctx.clone(), namespace.clone()),
+            crate::webhook::run(ctx.clone(), namespace),
+        )
+    };
+    tokio::select! {
+        _ = controllers => {}
+        () = ctx.targets.follow_registry() => {}
+    }
 }

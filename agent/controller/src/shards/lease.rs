@@ -19,9 +19,7 @@ use tracing::{info, warn};
 use super::{Shards, assign};
 use crate::leader::{Decision, decide, spec_for};
 
-/// The label every shard and replica Lease of a group carries.
-pub const LABEL: &str = "skewer.dev/shards";
-const ROLE: &str = "skewer.dev/shard-role";
+use skewer_view::shards::{GROUP_LABEL as LABEL, ROLE_LABEL as ROLE};
 
 /// How the loop runs.
 pub struct Settings {
@@ -197,6 +195,37 @@ pub async fn run(
         }
         tokio::time::sleep_until((started + tick).into()).await;
     }
+}
+
+/// Releases every Lease `me` holds in `group` (its shards and its own), once its controllers
+/// have stopped: on a clean shutdown (a rolling update) the other replicas take its shards at
+/// their next turn instead of after the lease duration.
+pub async fn release_all(api: &Api<Lease>, group: &str, me: &str) {
+    let list = match api
+        .list(&ListParams::default().labels(&format!("{LABEL}={group}")))
+        .await
+    {
+        Ok(list) => list,
+        Err(e) => return warn!(error = %e, "shards: cannot list the Leases to release them"),
+    };
+    let mut released = 0;
+    for mut lease in list.items {
+        if holder(Some(&lease)) != Some(me) {
+            continue;
+        }
+        let Some(name) = lease.metadata.name.clone() else {
+            continue;
+        };
+        if let Some(spec) = lease.spec.as_mut() {
+            spec.holder_identity = None;
+            spec.renew_time = None;
+        }
+        match api.replace(&name, &PostParams::default(), &lease).await {
+            Ok(_) => released += 1,
+            Err(e) => warn!(lease = %name, error = %e, "shards: cannot release"),
+        }
+    }
+    info!(released, "shards: released this replica's Leases");
 }
 
 /// Gives up `shard`, assigned to another replica: once its reconciles are over, its owners are

@@ -438,6 +438,27 @@ pub enum Get {
     /// healthy, where a RollingSync stands, and why they are not Ready.
     #[command(alias = "appsets", alias = "appset", alias = "applicationset")]
     Applicationsets(ListArgs),
+    /// The Leases of `skewer run --shards`: each replica and how many shards it holds, each
+    /// shard and who holds it.
+    #[command(
+        alias = "shard",
+        after_help = "Examples:\n  skewer get shards -n skewer-system\n  skewer get shards -o json"
+    )]
+    Shards {
+        /// Namespace of the Leases (skewer's --leader-election-namespace).
+        #[arg(
+            long,
+            short = 'n',
+            default_value = "skewer-system",
+            env = "SKEWER_LEADER_ELECTION_NAMESPACE"
+        )]
+        namespace: String,
+        #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
+        output: Output,
+        /// Print changed rows every 2 s.
+        #[arg(long, short = 'w')]
+        watch: bool,
+    },
     /// The hub and every registered cluster: server, version, reachable, how many
     /// Kustomizations target it, last error.
     Clusters {

@@ -385,7 +385,7 @@ async fn dispatch(command: Command) -> Result<Exit> {
                 Some(dir) => {
                     std::fs::create_dir_all(&dir)
                         .with_context(|| format!("creating {}", dir.display()))?;
-                    for (name, content) in files {
+                    for (name, content) in files.into_iter().chain(manifests::variants(&image)?) {
                         let path = dir.join(name);
                         std::fs::write(&path, content)
                             .with_context(|| format!("writing {}", path.display()))?;
@@ -497,6 +497,25 @@ async fn get(what: Get) -> Result<()> {
                 |rows| appsets::table(rows, all),
                 || async { Ok(appsets::list(&client, namespace.as_deref()).await?) },
             )
+            .await;
+        }
+        Get::Shards {
+            namespace,
+            output,
+            watch,
+        } => {
+            let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+                kube::Api::namespaced(client.clone(), &namespace);
+            return print_rows(output, watch, skewer_view::shards::table, || async {
+                let selector = format!("{}=skewer", skewer_view::shards::GROUP_LABEL);
+                let list = leases
+                    .list(&kube::api::ListParams::default().labels(&selector))
+                    .await?;
+                Ok(skewer_view::shards::rows(
+                    &list.items,
+                    jiff::Timestamp::now(),
+                ))
+            })
             .await;
         }
         Get::Clusters {
