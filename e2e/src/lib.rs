@@ -614,3 +614,24 @@ impl Drop for Skewer {
         }
     }
 }
+
+/// The holders of the shard Leases of `skewer run --shards` in `namespace`: Lease name →
+/// `holderIdentity` (empty when released).
+pub async fn shard_holders(
+    c: &kube::Client,
+    namespace: &str,
+) -> Result<std::collections::BTreeMap<String, String>> {
+    let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(c.clone(), namespace);
+    let leases = api
+        .list(&kube::api::ListParams::default().labels("skewer.dev/shard-role=shard"))
+        .await?;
+    Ok(leases
+        .items
+        .into_iter()
+        .map(|l| {
+            let holder = l.spec.and_then(|s| s.holder_identity).unwrap_or_default();
+            (l.metadata.name.unwrap_or_default(), holder)
+        })
+        .collect())
+}

@@ -62,3 +62,18 @@ pub fn memory_kib(pid: u32, field: &str) -> Option<u64> {
             .ok()
     })
 }
+
+/// Requests by user `skewer` in the hub's audit log so far: `(Lease requests, all others)`.
+/// Leases are a fixed cost (leader election, or shards: a list and the renewals every quarter
+/// of `--lease-duration`, which the test harness shortens), so figures count them apart.
+pub fn skewer_requests() -> Result<(usize, usize)> {
+    let log = std::fs::read_to_string(crate::hub().with_file_name("audit.log"))?;
+    let mine = log.lines().filter(|l| l.contains(r#""username":"skewer""#));
+    Ok(mine.fold((0, 0), |(leases, others), l| {
+        if l.contains(r#""resource":"leases""#) {
+            (leases + 1, others)
+        } else {
+            (leases, others + 1)
+        }
+    }))
+}

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use common::*;
-use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use kube::api::ListParams;
 use skewer_api::Kustomization;
@@ -80,22 +79,6 @@ async fn all_ready_at(c: &kube::Client, ns: &str, commit: &str, within: Duration
     .await
 }
 
-/// Shard Lease holders: shard name → holder identity (empty when released).
-async fn holders(c: &kube::Client, ns: &str) -> Result<BTreeMap<String, String>> {
-    let api: Api<Lease> = Api::namespaced(c.clone(), ns);
-    let leases = api
-        .list(&ListParams::default().labels("skewer.dev/shard-role=shard"))
-        .await?;
-    Ok(leases
-        .items
-        .into_iter()
-        .map(|l| {
-            let holder = l.spec.and_then(|s| s.holder_identity).unwrap_or_default();
-            (l.metadata.name.unwrap_or_default(), holder)
-        })
-        .collect())
-}
-
 fn held_by(holders: &BTreeMap<String, String>, r: &Skewer) -> usize {
     let me = format!("-{}", r.pid());
     holders.values().filter(|h| h.ends_with(&me)).count()
@@ -141,7 +124,7 @@ async fn replicas_split_the_work_and_take_over_on_leases() -> Result<()> {
 
     // Every shard held, by all three, each with its share (Leases, metrics and logs agree).
     let shares = eventually("16 shards held by 3 replicas", WAIT, || async {
-        let h = holders(&c, &ns).await?;
+        let h = skewer_e2e::shard_holders(&c, &ns).await?;
         let shares: Vec<usize> = replicas.iter().map(|r| held_by(&h, r)).collect();
         Ok(
             (h.len() == 16 && shares.iter().sum::<usize>() == 16 && shares.iter().all(|n| *n > 0))
@@ -194,7 +177,7 @@ async fn replicas_split_the_work_and_take_over_on_leases() -> Result<()> {
     let killed = Instant::now();
     skewer_e2e::kc(&["delete", "configmap", "--all", "-n", &ns, "--wait=false"])?;
     eventually("the dead replica's shards taken over", WAIT, || async {
-        let h = holders(&c, &ns).await?;
+        let h = skewer_e2e::shard_holders(&c, &ns).await?;
         let dead = h
             .values()
             .filter(|v| v.is_empty() || v.ends_with(&format!("-{victim_pid}")))
@@ -237,7 +220,7 @@ async fn replicas_split_the_work_and_take_over_on_leases() -> Result<()> {
     replicas.push(replica(&ns)?);
     let newcomer = replicas.last().expect("just pushed");
     eventually("the newcomer to hold its share", WAIT, || async {
-        let h = holders(&c, &ns).await?;
+        let h = skewer_e2e::shard_holders(&c, &ns).await?;
         let shares: Vec<usize> = replicas.iter().map(|r| held_by(&h, r)).collect();
         Ok((held_by(&h, newcomer) >= 4 && shares.iter().sum::<usize>() == 16).then_some(()))
     })
@@ -263,13 +246,13 @@ async fn replicas_split_the_work_and_take_over_on_leases() -> Result<()> {
     let leaving_pid = format!("-{}", leaving.pid());
     leaving.terminate(Duration::from_secs(10))?;
     let stopped = Instant::now();
-    let h = holders(&c, &ns).await?;
+    let h = skewer_e2e::shard_holders(&c, &ns).await?;
     assert!(
         !h.values().any(|v| v.ends_with(&leaving_pid)),
         "a replica stopped by SIGTERM still holds shards: {h:?}"
     );
     eventually("the stopped replica's shards taken", WAIT, || async {
-        let h = holders(&c, &ns).await?;
+        let h = skewer_e2e::shard_holders(&c, &ns).await?;
         let shares: Vec<usize> = replicas.iter().map(|r| held_by(&h, r)).collect();
         Ok((shares.iter().sum::<usize>() == 16).then_some(()))
     })

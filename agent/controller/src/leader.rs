@@ -94,29 +94,42 @@ async fn attempt(
                 current.as_ref().and_then(|l| l.spec.as_ref()),
                 now,
             );
-            let result = match current {
-                // The resourceVersion makes this a compare-and-swap: a concurrent winner makes it fail.
-                Some(mut lease) => {
-                    lease.spec = Some(spec);
-                    api.replace(name, &PostParams::default(), &lease).await
-                }
-                None => {
-                    let lease = Lease {
-                        metadata: ObjectMeta {
-                            name: Some(name.into()),
-                            ..Default::default()
-                        },
-                        spec: Some(spec),
-                    };
-                    api.create(&PostParams::default(), &lease).await
-                }
-            };
-            match result {
-                Ok(_) => Ok(true),
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-                Err(e) => Err(e),
-            }
+            put(api, name, None, current.as_ref(), spec).await
         }
+    }
+}
+
+/// Writes Lease `name` with `spec`: replaces `current` (a compare-and-swap on its
+/// resourceVersion), or creates it with `labels`. `Ok(false)`: another writer came first.
+pub(crate) async fn put(
+    api: &Api<Lease>,
+    name: &str,
+    labels: Option<std::collections::BTreeMap<String, String>>,
+    current: Option<&Lease>,
+    spec: LeaseSpec,
+) -> Result<bool, kube::Error> {
+    let result = match current {
+        Some(lease) => {
+            let mut lease = lease.clone();
+            lease.spec = Some(spec);
+            api.replace(name, &PostParams::default(), &lease).await
+        }
+        None => {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    labels,
+                    ..Default::default()
+                },
+                spec: Some(spec),
+            };
+            api.create(&PostParams::default(), &lease).await
+        }
+    };
+    match result {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(e) => Err(e),
     }
 }
 

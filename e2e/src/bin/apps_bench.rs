@@ -11,19 +11,8 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use skewer_e2e::measure::{arg, memory_kib};
+use skewer_e2e::measure::{arg, memory_kib, skewer_requests};
 use skewer_e2e::{GitServer, Skewer, client, hub, namespace};
-
-/// Requests by user `skewer` in the hub's audit log so far, leader election's renewals of its
-/// Lease aside (a fixed cost: two requests per quarter of `--lease-duration`, which the test
-/// harness shortens to 3 s).
-fn skewer_requests() -> Result<usize> {
-    let log = std::fs::read_to_string(hub().with_file_name("audit.log"))?;
-    Ok(log
-        .lines()
-        .filter(|l| l.contains(r#""username":"skewer""#) && !l.contains(r#""resource":"leases""#))
-        .count())
-}
 
 #[tokio::main]
 async fn main() -> Result<()> {
@@ -44,9 +33,9 @@ async fn main() -> Result<()> {
     let fetches = git.requests("git-upload-pack fetch");
     // Steady state: nothing changes; what does skewer still ask of the API server?
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let before = skewer_requests()?;
+    let before = skewer_requests()?.1;
     tokio::time::sleep(quiet).await;
-    let rate = (skewer_requests()? - before) as f64 / quiet.as_secs_f64();
+    let rate = (skewer_requests()?.1 - before) as f64 / quiet.as_secs_f64();
     println!("| {apps} Applications × {objects} ConfigMaps over {repos} repositories | figure |");
     println!("|---|---:|");
     println!(

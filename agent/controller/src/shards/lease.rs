@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use kube::Api;
-use kube::api::{ListParams, ObjectMeta, PostParams};
+use kube::api::{ListParams, PostParams};
 use tracing::{info, warn};
 
 use super::{Shards, assign};
@@ -283,39 +283,18 @@ async fn put(
     now: Timestamp,
 ) -> Result<bool, kube::Error> {
     let spec: LeaseSpec = spec_for(me, duration, current.and_then(|l| l.spec.as_ref()), now);
-    let result = match current {
-        Some(lease) => {
-            let mut lease = lease.clone();
-            lease.spec = Some(spec);
-            api.replace(name, &PostParams::default(), &lease).await
-        }
-        None => {
-            let labels = [(LABEL, group), (ROLE, role)]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(name.into()),
-                    labels: Some(labels),
-                    ..Default::default()
-                },
-                spec: Some(spec),
-            };
-            api.create(&PostParams::default(), &lease).await
-        }
-    };
-    match result {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-        Err(e) => Err(e),
-    }
+    let labels = [(LABEL, group), (ROLE, role)]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    crate::leader::put(api, name, Some(labels), current, spec).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    use kube::api::ObjectMeta;
 
     fn lease(name: &str, role: &str, holder: &str, age_secs: i64, now: Timestamp) -> Lease {
         Lease {
