@@ -27,7 +27,10 @@ use crate::api::watch;
 pub fn of<K: Reconciled>(api: kube::Api<K>) -> Controller<K> {
     let (reader, writer) = reflector::store();
     // The controller backs off its trigger streams itself (`run` sets `watch::Retry`).
+    // Managed fields are read from no cached object (self-heal reads the applied objects'
+    // own, from their metadata watches): dropped, they cost nothing per object kept.
     let trigger = watcher(api, watch::own_kinds())
+        .modify(|obj: &mut K| obj.meta_mut().managed_fields = None)
         .reflect(writer)
         .applied_objects()
         .predicate_filter(reconcile_inputs::<K>, Default::default());
