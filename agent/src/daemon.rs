@@ -70,10 +70,16 @@ pub async fn run(args: Daemon) -> Result<()> {
         .await
         .context("reaching the API server")?;
     ready.store(true, std::sync::atomic::Ordering::Relaxed);
-    if args.shards.is_some() && args.storage_addr.is_none() {
-        anyhow::bail!(
-            "--shards needs --storage-addr (and --storage-adv-addr, reachable by the other replicas): each replica fetches the sources of its own shards and the others read those artifacts from it"
-        );
+    if args.shards.is_some() {
+        let unreachable = match args.storage_addr {
+            None => true,
+            Some(addr) => addr.ip().is_unspecified() && args.storage_adv_addr.is_none(),
+        };
+        if unreachable {
+            anyhow::bail!(
+                "--shards needs --storage-addr, and --storage-adv-addr when it listens on every address (like $(POD_IP):9090): each replica fetches the sources of its own shards, and the others read those artifacts from the address it advertises"
+            );
+        }
     }
     let lease_ns = args
         .leader_election_namespace
