@@ -166,8 +166,8 @@ pub async fn run(
                             }
                         } else if ours || shards.holds(shard) {
                             give_up(
-                                &api, &shards, shard, &name, current, &me, duration, now, until,
-                                &forget,
+                                &api, &shards, shard, &name, &group, current, &me, duration, now,
+                                until, &forget,
                             )
                             .await;
                         }
@@ -209,23 +209,29 @@ pub async fn release_all(api: &Api<Lease>, group: &str, me: &str) {
         Err(e) => return warn!(error = %e, "shards: cannot list the Leases to release them"),
     };
     let mut released = 0;
-    for mut lease in list.items {
+    for lease in list.items {
         if holder(Some(&lease)) != Some(me) {
             continue;
         }
-        let Some(name) = lease.metadata.name.clone() else {
-            continue;
-        };
-        if let Some(spec) = lease.spec.as_mut() {
-            spec.holder_identity = None;
-            spec.renew_time = None;
-        }
-        match api.replace(&name, &PostParams::default(), &lease).await {
-            Ok(_) => released += 1,
-            Err(e) => warn!(lease = %name, error = %e, "shards: cannot release"),
+        match release(api, &lease).await {
+            Ok(()) => released += 1,
+            Err(e) => warn!(lease = ?lease.metadata.name, error = %e, "shards: cannot release"),
         }
     }
     info!(released, "shards: released this replica's Leases");
+}
+
+/// Releases `lease` (holder and renewal cleared), compare-and-swap on its resourceVersion.
+async fn release(api: &Api<Lease>, lease: &Lease) -> Result<(), kube::Error> {
+    let mut lease = lease.clone();
+    if let Some(spec) = lease.spec.as_mut() {
+        spec.holder_identity = None;
+        spec.renew_time = None;
+    }
+    let name = lease.metadata.name.clone().unwrap_or_default();
+    api.replace(&name, &PostParams::default(), &lease)
+        .await
+        .map(|_| ())
 }
 
 /// Gives up `shard`, assigned to another replica: once its reconciles are over, its owners are
@@ -236,6 +242,7 @@ async fn give_up(
     shards: &Shards,
     shard: u32,
     name: &str,
+    group: &str,
     current: Option<&Lease>,
     me: &str,
     duration: Duration,
@@ -247,21 +254,17 @@ async fn give_up(
     match shards.drained(shard) {
         Some(owners) => {
             forget(owners);
-            if ours && let Some(lease) = current {
-                let mut lease = lease.clone();
-                if let Some(spec) = lease.spec.as_mut() {
-                    spec.holder_identity = None;
-                    spec.renew_time = None;
-                }
-                if let Err(e) = api.replace(name, &PostParams::default(), &lease).await {
-                    warn!(shard, error = %e, "shards: cannot release");
-                    return;
-                }
+            if ours
+                && let Some(lease) = current
+                && let Err(e) = release(api, lease).await
+            {
+                warn!(shard, error = %e, "shards: cannot release");
+                return;
             }
             shards.drop_shard(shard);
         }
         None if ours => {
-            if let Ok(true) = put(api, name, "", "shard", current, me, duration, now).await {
+            if let Ok(true) = put(api, name, group, "shard", current, me, duration, now).await {
                 shards.hold(shard, until);
             }
         }
