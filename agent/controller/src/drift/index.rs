@@ -2,6 +2,9 @@
 //! self-heal. Watch events go in ([`Index::observe`]), the object to re-apply comes out. An
 //! object is known by its target *and* its id, so the same object on two clusters (or applied
 //! as two identities) is two objects. Tested without a cluster.
+//!
+//! Every object applied has an entry, so entries are kept small: a key of one string, the
+//! owner shared, the object as JSON text.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -14,12 +17,39 @@ use skewer_appliers::{Manifest, ObjectId};
 
 use crate::targets::TargetKey;
 
-/// An object on a target.
-pub type Key = (TargetKey, ObjectId);
+/// An object on a target as the index keys it: the target's number in [`Index::targets`] and
+/// the object's id, in one string (`target␀group␀kind␀namespace␀name`). One allocation where
+/// a `(TargetKey, ObjectId)` took six, shared by the object's entry and its owner's set.
+type Slot = Arc<str>;
+
+/// The [`Slot`] text of object `id` on target number `target`.
+fn slot(target: u32, id: &ObjectId) -> String {
+    format!(
+        "{target}\0{}\0{}\0{}\0{}",
+        id.group, id.kind, id.namespace, id.name
+    )
+}
+
+/// The target number and the id of a [`Slot`].
+fn unslot(slot: &str) -> Option<(u32, ObjectId)> {
+    let mut parts = slot.splitn(5, '\0');
+    let target = parts.next()?.parse().ok()?;
+    let (group, kind, namespace, name) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    Some((
+        target,
+        ObjectId {
+            namespace: namespace.into(),
+            name: name.into(),
+            group: group.into(),
+            kind: kind.into(),
+        },
+    ))
+}
 
 /// A planned object as the index keeps it: its JSON text rather than a `serde_json::Value`
-/// (a tenth of the memory: 10,000 ConfigMaps took 30 MiB as values), its kind resolved once
-/// per kind and shared. Parsed back only to re-apply it.
+/// (a tenth of the memory: 10,000 ConfigMaps took 30 MiB as values), its kind's resolution
+/// shared with the other objects of its kind. Parsed back only to re-apply it.
 struct Kept {
     origin: Box<str>,
     json: Box<[u8]>,
@@ -27,22 +57,6 @@ struct Kept {
 }
 
 impl Kept {
-    fn of(p: &Planned, json: Box<[u8]>, kinds: &mut HashMap<String, Arc<Resolved>>) -> Self {
-        let kind_key = format!(
-            "{}/{}",
-            p.resource.resource.api_version, p.resource.resource.plural
-        );
-        let resource = kinds
-            .entry(kind_key)
-            .or_insert_with(|| Arc::new(p.resource.clone()))
-            .clone();
-        Self {
-            origin: p.manifest.origin.as_str().into(),
-            json,
-            resource,
-        }
-    }
-
     fn planned(&self) -> Option<Planned> {
         Some(Planned {
             manifest: Manifest {
@@ -63,7 +77,7 @@ fn text(object: &serde_json::Value) -> Box<[u8]> {
 
 struct Desired {
     planned: Kept,
-    owner: String,
+    owner: Arc<str>,
     /// `None` while an apply of this object is in flight.
     seen: Option<Seen>,
     /// When the last apply of it finished.
@@ -71,27 +85,30 @@ struct Desired {
 }
 
 struct OwnerState {
-    target: TargetKey,
+    name: Arc<str>,
     opts: Arc<ApplyOptions>,
-    ids: HashSet<ObjectId>,
+    slots: HashSet<Slot>,
     /// The revision and generation last applied in full, through which client of its target
     /// (its epoch), and when.
     applied: Option<(String, Option<i64>, u64, Instant)>,
     /// Drift is repaired (self-heal); else it is only recorded in `drifted`.
     heal: bool,
-    drifted: HashSet<ObjectId>,
+    drifted: HashSet<Slot>,
 }
 
 /// What skewer last applied, per object and per owner (`Kind/namespace/name` of a
 /// Kustomization or Application).
 #[derive(Default)]
 pub struct Index {
-    objects: HashMap<Key, Desired>,
+    objects: HashMap<Slot, Desired>,
     owners: HashMap<String, OwnerState>,
     /// Owners that leave drift alone and saw some since [`Index::take_fresh`].
     fresh: Vec<String>,
     /// Each kind's resolution, shared by the entries of that kind.
     kinds: HashMap<String, Arc<Resolved>>,
+    /// Every target applied to, numbered in order of first use (a handful: clusters ×
+    /// identities).
+    targets: Vec<TargetKey>,
 }
 
 /// An object to re-apply, and how.
@@ -103,6 +120,38 @@ pub struct Heal {
 }
 
 impl Index {
+    /// The number of `target`, if anything was applied to it.
+    fn target_no(&self, target: &TargetKey) -> Option<u32> {
+        let i = self.targets.iter().position(|t| t == target)?;
+        u32::try_from(i).ok()
+    }
+
+    /// The number of `target`, numbering it when it is new.
+    fn number(&mut self, target: &TargetKey) -> u32 {
+        if let Some(n) = self.target_no(target) {
+            return n;
+        }
+        self.targets.push(target.clone());
+        u32::try_from(self.targets.len() - 1).unwrap_or(u32::MAX)
+    }
+
+    /// The slot text of `id` on `target`, if anything was applied to that target.
+    fn slot_of(&self, target: &TargetKey, id: &ObjectId) -> Option<String> {
+        Some(slot(self.target_no(target)?, id))
+    }
+
+    /// `kind` of `p`, shared with every entry of that kind.
+    fn kind_of(&mut self, p: &Planned) -> Arc<Resolved> {
+        let r = &p.resource.resource;
+        let key = format!("{}/{}", r.api_version, r.plural);
+        if let Some(k) = self.kinds.get(&key) {
+            return k.clone();
+        }
+        let k = Arc::new(p.resource.clone());
+        self.kinds.insert(key, k.clone());
+        k
+    }
+
     /// Records that `owner` is about to apply `planned` on `target`: entries are pending (not
     /// judged) until [`Index::applied`]; the owner's objects that are not in `planned` (or
     /// were on another target) leave the index, so that pruning them is not mistaken for drift.
@@ -113,11 +162,14 @@ impl Index {
         opts: Arc<ApplyOptions>,
         planned: impl IntoIterator<Item = &'a Planned>,
     ) {
-        let mut ids = HashSet::new();
+        let t = self.number(target);
+        let name: Arc<str> = match self.owners.get(owner) {
+            Some(o) => o.name.clone(),
+            None => owner.into(),
+        };
+        let mut slots = HashSet::new();
         for p in planned {
-            let id = p.manifest.id();
-            ids.insert(id.clone());
-            let key = (target.clone(), id);
+            let key: Slot = slot(t, &p.manifest.id()).into();
             // An object applied before exactly as planned, and not drifted since, keeps what
             // its apply left: it may not be applied again (see [`Index::unchanged`]).
             let json = text(&p.manifest.object);
@@ -125,45 +177,50 @@ impl Index {
                 Some(d) if self.settled(owner, &key, d, &json) => (d.seen, d.applied_at),
                 _ => (None, None),
             };
-            let planned = Kept::of(p, json, &mut self.kinds);
+            let planned = Kept {
+                origin: p.manifest.origin.as_str().into(),
+                json,
+                resource: self.kind_of(p),
+            };
+            slots.insert(key.clone());
             self.objects.insert(
                 key,
                 Desired {
                     planned,
-                    owner: owner.into(),
+                    owner: name.clone(),
                     seen: kept.0,
                     applied_at: kept.1,
                 },
             );
         }
+        let stale: Vec<Slot> = match self.owners.get(owner) {
+            Some(old) => old.slots.difference(&slots).cloned().collect(),
+            None => Vec::new(),
+        };
+        for key in stale {
+            self.remove_if_owned(&key, owner);
+        }
         let state = OwnerState {
-            target: target.clone(),
+            name,
             opts,
-            ids: ids.clone(),
+            slots,
             applied: None,
             heal: true,
             drifted: HashSet::new(),
         };
-        if let Some(old) = self.owners.insert(owner.into(), state) {
-            let moved = old.target != *target;
-            for id in &old.ids {
-                if moved || !ids.contains(id) {
-                    self.remove_if_owned(&(old.target.clone(), id.clone()), owner);
-                }
-            }
-        }
+        self.owners.insert(owner.into(), state);
     }
 
     /// Whether `d` (the entry of `key`) was applied by `owner` exactly as planned (`json`, its
     /// [`text`]), and has not drifted since.
-    fn settled(&self, owner: &str, key: &Key, d: &Desired, json: &[u8]) -> bool {
-        d.owner == owner
+    fn settled(&self, owner: &str, key: &str, d: &Desired, json: &[u8]) -> bool {
+        *d.owner == *owner
             && d.seen.is_some()
             && *d.planned.json == *json
             && !self
                 .owners
                 .get(owner)
-                .is_some_and(|o| o.drifted.contains(&key.1))
+                .is_some_and(|o| o.drifted.contains(key))
     }
 
     /// Of `planned`, the objects `owner` applied before exactly as planned, through the same
@@ -176,22 +233,29 @@ impl Index {
         planned: impl IntoIterator<Item = &'a Planned>,
         max_age: Option<Duration>,
     ) -> std::collections::BTreeSet<ObjectId> {
+        let Some(t) = self.target_no(target) else {
+            return Default::default();
+        };
         planned
             .into_iter()
             .filter_map(|p| {
-                let key = (target.clone(), p.manifest.id());
-                let d = self.objects.get(&key)?;
+                let id = p.manifest.id();
+                let key = slot(t, &id);
+                let d = self.objects.get(key.as_str())?;
                 let fresh = d
                     .applied_at
                     .is_some_and(|at| max_age.is_none_or(|m| at.elapsed() < m));
-                (fresh && self.settled(owner, &key, d, &text(&p.manifest.object))).then_some(key.1)
+                (fresh && self.settled(owner, &key, d, &text(&p.manifest.object))).then_some(id)
             })
             .collect()
     }
 
     /// Records what an apply on `target` left.
     pub fn applied(&mut self, target: &TargetKey, id: &ObjectId, seen: Option<Seen>) {
-        if let Some(d) = self.objects.get_mut(&(target.clone(), id.clone())) {
+        let Some(key) = self.slot_of(target, id) else {
+            return;
+        };
+        if let Some(d) = self.objects.get_mut(key.as_str()) {
             d.seen = seen;
             d.applied_at = Some(Instant::now());
         }
@@ -237,7 +301,12 @@ impl Index {
         let mut ids: Vec<ObjectId> = self
             .owners
             .get(owner)
-            .map(|o| o.drifted.iter().cloned().collect())
+            .map(|o| {
+                o.drifted
+                    .iter()
+                    .filter_map(|s| Some(unslot(s)?.1))
+                    .collect()
+            })
             .unwrap_or_default();
         ids.sort();
         ids
@@ -251,14 +320,14 @@ impl Index {
     /// Stops healing `owner`'s objects (suspended, deleted, or failing).
     pub fn forget_owner(&mut self, owner: &str) {
         if let Some(o) = self.owners.remove(owner) {
-            for id in &o.ids {
-                self.remove_if_owned(&(o.target.clone(), id.clone()), owner);
+            for key in &o.slots {
+                self.remove_if_owned(key, owner);
             }
         }
     }
 
-    fn remove_if_owned(&mut self, key: &Key, owner: &str) {
-        if self.objects.get(key).is_some_and(|d| d.owner == owner) {
+    fn remove_if_owned(&mut self, key: &str, owner: &str) {
+        if self.objects.get(key).is_some_and(|d| *d.owner == *owner) {
             self.objects.remove(key);
         }
     }
@@ -271,7 +340,8 @@ impl Index {
         id: &ObjectId,
         live: Option<Seen>,
     ) -> Option<Heal> {
-        let d = self.objects.get_mut(&(target.clone(), id.clone()))?;
+        let key = self.slot_of(target, id)?;
+        let d = self.objects.get(key.as_str())?;
         let why = match (judge(d.seen, live), d.seen, live) {
             (Verdict::InSync, ..) => return None,
             (_, Some(was), Some(now)) if was.generation != now.generation => {
@@ -282,10 +352,18 @@ impl Index {
             }
             (Verdict::Deleted, ..) => "deleted".to_string(),
         };
-        let owner = self.owners.get_mut(&d.owner)?;
+        self.drift(&key, why)
+    }
+
+    /// Drift of the object of `key`: its entry turns pending and the object to re-apply is
+    /// returned, or, when its owner leaves drift alone, the drift is recorded.
+    fn drift(&mut self, key: &str, why: String) -> Option<Heal> {
+        let d = self.objects.get_mut(key)?;
+        let owner = self.owners.get_mut(&*d.owner)?;
         if !owner.heal {
-            if owner.drifted.insert(id.clone()) {
-                self.fresh.push(d.owner.clone());
+            let slot = owner.slots.get(key).cloned().unwrap_or_else(|| key.into());
+            if owner.drifted.insert(slot) {
+                self.fresh.push(d.owner.to_string());
             }
             return None;
         }
@@ -313,37 +391,26 @@ impl Index {
         listed: &HashSet<ObjectId>,
         listed_since: Instant,
     ) -> Vec<(ObjectId, Heal)> {
-        let gone: Vec<ObjectId> = self
+        let Some(t) = self.target_no(target) else {
+            return Vec::new();
+        };
+        let gone: Vec<(Slot, ObjectId)> = self
             .objects
             .iter()
-            .filter(|((t, id), d)| {
-                t == target
+            .filter(|(_, d)| d.seen.is_some() && d.applied_at.is_some_and(|at| at < listed_since))
+            .filter_map(|(key, _)| {
+                let (on, id) = unslot(key)?;
+                let judged = on == t
                     && id.group == group
                     && id.kind == kind
-                    && namespace.is_none_or(|ns| id.namespace == ns)
-                    && d.seen.is_some()
-                    && d.applied_at.is_some_and(|at| at < listed_since)
-                    && !listed.contains(id)
+                    && namespace.is_none_or(|ns| id.namespace == ns);
+                (judged && !listed.contains(&id)).then(|| (key.clone(), id))
             })
-            .map(|((_, id), _)| id.clone())
             .collect();
         gone.into_iter()
-            .filter_map(|id| {
-                let d = self.objects.get_mut(&(target.clone(), id.clone()))?;
-                let owner = self.owners.get_mut(&d.owner)?;
-                if !owner.heal {
-                    if owner.drifted.insert(id.clone()) {
-                        self.fresh.push(d.owner.clone());
-                    }
-                    return None;
-                }
-                d.seen = None;
-                let heal = Heal {
-                    planned: d.planned.planned()?,
-                    opts: owner.opts.clone(),
-                    why: "deleted while the watch was down (not in its re-list)".into(),
-                };
-                Some((id, heal))
+            .filter_map(|(key, id)| {
+                let why = "deleted while the watch was down (not in its re-list)".to_string();
+                Some((id, self.drift(&key, why)?))
             })
             .collect()
     }
@@ -473,6 +540,19 @@ mod tests {
     };
     const HUB: TargetKey = TargetKey::HUB;
     const OWNER: &str = "Kustomization/ns/a";
+
+    #[test]
+    fn a_slot_holds_the_target_and_the_whole_id() {
+        let ids = [
+            ObjectId::parse("ns_a__ConfigMap").expect("id"),
+            ObjectId::parse("_ns__Namespace").expect("id"),
+            ObjectId::parse("ns_b.c_apps_Deployment").expect("id"),
+        ];
+        for id in ids {
+            assert_eq!(unslot(&slot(7, &id)), Some((7, id.clone())), "{id:?}");
+        }
+        assert_eq!(unslot("7\0only"), None);
+    }
 
     #[test]
     fn drift_is_judged_only_after_the_apply_is_recorded() {
