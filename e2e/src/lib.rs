@@ -7,6 +7,7 @@ pub mod git;
 pub mod hooks;
 pub mod measure;
 pub mod objects;
+pub mod phases;
 pub mod proxy;
 pub mod registry;
 
