@@ -18,33 +18,20 @@ use skewer_appliers::{Manifest, ObjectId};
 use crate::targets::TargetKey;
 
 /// An object on a target as the index keys it: the target's number in [`Index::targets`] and
-/// the object's id, in one string (`target␀group␀kind␀namespace␀name`). One allocation where
-/// a `(TargetKey, ObjectId)` took six, shared by the object's entry and its owner's set.
+/// the object's inventory id (`target␀namespace_name_group_kind`), in one string. One
+/// allocation where a `(TargetKey, ObjectId)` took six, shared by the object's entry and its
+/// owner's set.
 type Slot = Arc<str>;
 
 /// The [`Slot`] text of object `id` on target number `target`.
 fn slot(target: u32, id: &ObjectId) -> String {
-    format!(
-        "{target}\0{}\0{}\0{}\0{}",
-        id.group, id.kind, id.namespace, id.name
-    )
+    format!("{target}\0{id}")
 }
 
 /// The target number and the id of a [`Slot`].
 fn unslot(slot: &str) -> Option<(u32, ObjectId)> {
-    let mut parts = slot.splitn(5, '\0');
-    let target = parts.next()?.parse().ok()?;
-    let (group, kind, namespace, name) =
-        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-    Some((
-        target,
-        ObjectId {
-            namespace: namespace.into(),
-            name: name.into(),
-            group: group.into(),
-            kind: kind.into(),
-        },
-    ))
+    let (target, id) = slot.split_once('\0')?;
+    Some((target.parse().ok()?, ObjectId::parse(id)?))
 }
 
 /// A planned object as the index keeps it: its JSON text rather than a `serde_json::Value`
@@ -394,10 +381,17 @@ impl Index {
         let Some(t) = self.target_no(target) else {
             return Vec::new();
         };
+        // Only keys of this target and kind are parsed back into ids.
+        let (on_target, of_kind) = (format!("{t}\0"), format!("_{group}_{kind}"));
         let gone: Vec<(Slot, ObjectId)> = self
             .objects
             .iter()
-            .filter(|(_, d)| d.seen.is_some() && d.applied_at.is_some_and(|at| at < listed_since))
+            .filter(|(key, d)| {
+                key.starts_with(&on_target)
+                    && key.ends_with(&of_kind)
+                    && d.seen.is_some()
+                    && d.applied_at.is_some_and(|at| at < listed_since)
+            })
             .filter_map(|(key, _)| {
                 let (on, id) = unslot(key)?;
                 let judged = on == t
