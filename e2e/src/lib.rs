@@ -287,12 +287,19 @@ pub fn skewer_kubeconfig() -> PathBuf {
 /// One request in the hub's audit log.
 #[derive(Debug, Clone)]
 pub struct Audited {
+    /// Who sent it: the impersonated user for a request made while impersonating.
+    pub user: String,
     pub verb: String,
     pub resource: String,
+    /// Like `status`; empty for the resource itself.
+    pub subresource: String,
     pub namespace: String,
     pub name: String,
     /// The request's URI (`?dryRun=All` marks a dry run).
     pub uri: String,
+    /// When the server received it, and when it answered.
+    pub received: Option<jiff::Timestamp>,
+    pub answered: Option<jiff::Timestamp>,
 }
 
 /// Requests by `user` in `namespace` that the hub's audit log has recorded so far (the API
@@ -305,26 +312,37 @@ pub fn audited(user: &str, namespace: &str) -> Result<Vec<Audited>> {
 /// Requests by `user` recorded by the audit log of the cluster of `kubeconfig`, in
 /// `namespace` (or anywhere when `None`), in the order the server logged them.
 pub fn audited_on(kubeconfig: &Path, user: &str, namespace: Option<&str>) -> Result<Vec<Audited>> {
+    let mut all = audit_log(kubeconfig, namespace)?;
+    all.retain(|a| a.user == user);
+    Ok(all)
+}
+
+/// Every request the audit log of the cluster of `kubeconfig` recorded in `namespace` (or
+/// anywhere when `None`), by anyone, in the order the server logged them.
+pub fn audit_log(kubeconfig: &Path, namespace: Option<&str>) -> Result<Vec<Audited>> {
     let log = std::fs::read_to_string(kubeconfig.with_file_name("audit.log"))?;
     Ok(log
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|e| {
+        .filter(|e| namespace.is_none_or(|ns| e["objectRef"]["namespace"] == ns))
+        .map(|e| {
+            let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+            let t = |v: &serde_json::Value| v.as_str()?.parse::<jiff::Timestamp>().ok();
             let who = if e["impersonatedUser"].is_object() {
                 &e["impersonatedUser"]["username"]
             } else {
                 &e["user"]["username"]
             };
-            who == user && namespace.is_none_or(|ns| e["objectRef"]["namespace"] == ns)
-        })
-        .map(|e| {
-            let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
             Audited {
+                user: s(who),
                 verb: s(&e["verb"]),
                 resource: s(&e["objectRef"]["resource"]),
+                subresource: s(&e["objectRef"]["subresource"]),
                 namespace: s(&e["objectRef"]["namespace"]),
                 name: s(&e["objectRef"]["name"]),
                 uri: s(&e["requestURI"]),
+                received: t(&e["requestReceivedTimestamp"]),
+                answered: t(&e["stageTimestamp"]),
             }
         })
         .collect())

@@ -8,14 +8,12 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use jiff::Timestamp;
 
-/// One audited request in a namespace, with when the server received and answered it.
+use crate::{Audited, audit_log};
+
+/// An audited request with both of its times.
 #[derive(Debug, Clone)]
 struct Request {
-    user: String,
-    verb: String,
-    resource: String,
-    subresource: String,
-    name: String,
+    req: Audited,
     received: Timestamp,
     answered: Timestamp,
 }
@@ -66,22 +64,13 @@ pub fn phases(
     user: &str,
     applied: &str,
 ) -> Result<Phases> {
-    let log = std::fs::read_to_string(kubeconfig.with_file_name("audit.log"))?;
-    let mut requests: Vec<Request> = log
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|e| e["objectRef"]["namespace"] == namespace)
-        .filter_map(|e| {
-            let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
-            let t = |v: &serde_json::Value| v.as_str()?.parse::<Timestamp>().ok();
+    let mut requests: Vec<Request> = audit_log(kubeconfig, Some(namespace))?
+        .into_iter()
+        .filter_map(|req| {
             Some(Request {
-                user: s(&e["user"]["username"]),
-                verb: s(&e["verb"]),
-                resource: s(&e["objectRef"]["resource"]),
-                subresource: s(&e["objectRef"]["subresource"]),
-                name: s(&e["objectRef"]["name"]),
-                received: t(&e["requestReceivedTimestamp"])?,
-                answered: t(&e["stageTimestamp"])?,
+                received: req.received?,
+                answered: req.answered?,
+                req,
             })
         })
         .collect();
@@ -90,14 +79,16 @@ pub fn phases(
         |a: Timestamp, b: Timestamp| a.duration_until(b).try_into().unwrap_or(Duration::ZERO);
     let created = requests
         .iter()
-        .find(|r| r.verb == "create" && r.resource == "kustomizations" && r.name == name)
+        .find(|r| {
+            r.req.verb == "create" && r.req.resource == "kustomizations" && r.req.name == name
+        })
         .context("the Kustomization's create is not in the audit log")?
         .answered;
     let ours: Vec<&Request> = requests
         .iter()
-        .filter(|r| r.user == user && r.received >= created && r.verb != "watch")
+        .filter(|r| r.req.user == user && r.received >= created && r.req.verb != "watch")
         .collect();
-    let is_apply = |r: &Request| r.resource == applied && r.verb == "patch";
+    let is_apply = |r: &Request| r.req.resource == applied && r.req.verb == "patch";
     let first = ours.first().context("skewer sent no request")?;
     let first_apply = ours
         .iter()
@@ -112,15 +103,15 @@ pub fn phases(
     // The sync ends with the status write that follows the applies.
     let end = ours
         .iter()
-        .filter(|r| r.resource == "kustomizations" && r.subresource == "status")
+        .filter(|r| r.req.resource == "kustomizations" && r.req.subresource == "status")
         .map(|r| r.answered)
         .filter(|t| *t >= last_apply)
         .min()
         .unwrap_or(last_apply);
     let describe = |r: &&Request| {
-        let what = match r.subresource.as_str() {
-            "" => r.resource.clone(),
-            sub => format!("{}/{sub}", r.resource),
+        let what = match r.req.subresource.as_str() {
+            "" => r.req.resource.clone(),
+            sub => format!("{}/{sub}", r.req.resource),
         };
         let (at, to) = (
             between(first.received, r.received),
@@ -128,7 +119,7 @@ pub fn phases(
         );
         format!(
             "{} {what} (+{:.1}..{:.1} ms)",
-            r.verb,
+            r.req.verb,
             at.as_secs_f64() * 1000.0,
             to.as_secs_f64() * 1000.0
         )
