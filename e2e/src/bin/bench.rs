@@ -6,7 +6,8 @@
 //! First sync of N ConfigMaps from a Git repo by the `skewer` daemon (Kustomization created →
 //! Ready), against `kubectl apply --server-side -f <dir>` of the same files, and against a
 //! bare kube-rs loop of concurrent server-side applies (the practical limit), of the objects as
-//! written and of the objects as skewer sends them (with its owner labels); the `appliers`
+//! written and of the objects exactly as skewer sends them (owner labels and origin annotation,
+//! rendered by the appliers); the `appliers`
 //! library alone shows the daemon's own overhead, and the API server's audit log splits the
 //! daemon's sync into phases at the requests it sent. Every run applies into a fresh namespace, so
 //! every request creates an object. The approaches take turns within each round, so that they
@@ -25,7 +26,7 @@ use skewer_api::{GitRepository, Kustomization};
 use skewer_appliers::apply::{Applier, ApplyOptions};
 use skewer_appliers::load::SourceFile;
 use skewer_appliers::sync::{HealthChecks, SyncRequest, Untracked};
-use skewer_appliers::transform::{OWNER_NAME, OWNER_NAMESPACE, Owner, Transform};
+use skewer_appliers::transform::{Owner, Transform};
 use skewer_e2e::measure::{arg, median, memory_kib, ms};
 use skewer_e2e::objects::{
     create_kustomization, create_source, delete_kustomization, until_applied,
@@ -97,15 +98,20 @@ fn strip_ansi(text: &str) -> String {
     out
 }
 
-/// The appliers library alone: the sync pipeline the daemon runs (build + plan + apply), with
-/// no controller and no status writes.
-async fn library(s: &Setup, ns: &str) -> Result<Duration> {
-    let files: Vec<SourceFile> = (0..s.objects)
+/// The repository's files, as the daemon reads them from its artifact.
+fn files(s: &Setup) -> Vec<SourceFile> {
+    (0..s.objects)
         .map(|i| SourceFile {
             path: format!("cms/cm-{i:04}.yaml"),
             data: configmap(i).into_bytes(),
         })
-        .collect();
+        .collect()
+}
+
+/// The appliers library alone: the sync pipeline the daemon runs (build + plan + apply), with
+/// no controller and no status writes.
+async fn library(s: &Setup, ns: &str) -> Result<Duration> {
+    let files = files(s);
     let apply = ApplyOptions {
         field_manager: "skewer".into(),
         owner: Owner {
@@ -144,30 +150,42 @@ async fn library(s: &Setup, ns: &str) -> Result<Duration> {
     Ok(elapsed)
 }
 
-/// Bare kube-rs: N concurrent server-side applies of prebuilt objects; `labeled`: the objects
-/// as skewer sends them, with the two labels that mark their owner (the API server's work grows
-/// with every field it tracks).
-async fn bare_loop(s: &Setup, ns: &str, labeled: bool) -> Result<Duration> {
+/// Bare kube-rs: N concurrent server-side applies of prebuilt objects; `as_skewer_sends`: the
+/// objects exactly as skewer renders them for the daemon's Kustomization (owner labels, origin
+/// annotation: every field the API server then tracks), taken from the appliers' own
+/// rendering, so the comparison is like for like.
+async fn bare_loop(s: &Setup, ns: &str, as_skewer_sends: bool) -> Result<Duration> {
     let ar = kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
     let api: Api<DynamicObject> = Api::namespaced_with(s.c.clone(), ns, &ar);
-    let docs: Vec<serde_json::Value> = (0..s.objects)
-        .map(|i| {
-            let mut doc = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("cm-{i:04}"), "namespace": ns}, "data": {"index": i.to_string(), "payload": "x".repeat(64)}});
-            if labeled {
-                doc["metadata"]["labels"] = json!({OWNER_NAME: "app", OWNER_NAMESPACE: ns});
-            }
-            doc
-        })
-        .collect();
+    let docs: Vec<(String, serde_json::Value)> = if as_skewer_sends {
+        let owner = Owner {
+            name: "app".into(),
+            namespace: ns.into(),
+        };
+        let transform = Transform {
+            target_namespace: Some(ns.into()),
+            ..Default::default()
+        };
+        skewer_appliers::sync::preview(&files(s), "cms", &[], None, &transform, Some(&owner))
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .into_iter()
+            .map(|m| (m.name().to_string(), m.object))
+            .collect()
+    } else {
+        (0..s.objects)
+            .map(|i| {
+                let name = format!("cm-{i:04}");
+                let doc = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": {"index": i.to_string(), "payload": "x".repeat(64)}});
+                (name, doc)
+            })
+            .collect()
+    };
     let pp = PatchParams::apply("bench").force();
     let start = Instant::now();
     let results: Vec<_> = stream::iter(0..docs.len())
         .map(|i| {
-            let (api, pp, doc) = (&api, &pp, &docs[i]);
-            async move {
-                api.patch(&format!("cm-{i:04}"), pp, &Patch::Apply(doc))
-                    .await
-            }
+            let (api, pp, (name, doc)) = (&api, &pp, &docs[i]);
+            async move { api.patch(name, pp, &Patch::Apply(doc)).await }
         })
         .buffer_unordered(s.concurrency)
         .collect()
@@ -197,7 +215,7 @@ const NAMES: [&str; 6] = [
     "appliers library: the sync pipeline (load + plan + apply)",
     "bare kube-rs SSA loop",
     "kubectl apply --server-side -f DIR",
-    "bare kube-rs SSA loop, the objects skewer sends (its two owner labels)",
+    "bare kube-rs SSA loop, the objects exactly as skewer sends them (owner labels, origin)",
     "baseline skewer daemon (--baseline): created → Ready",
 ];
 
@@ -528,9 +546,14 @@ async fn cold_start(s: &Setup, bin: &Path, label: &str, n: usize, per: usize) ->
     let start = Instant::now();
     let skewer = Skewer::start_bin(bin, &ns, &["--concurrency", &s.concurrency.to_string()])?;
     let mut peak_kib = 0u64;
+    // The largest anonymous (heap, stacks) and file-backed (the binary's code and read-only
+    // data) resident sets seen among the samples: what the peak is made of.
+    let (mut anon_kib, mut file_kib) = (0u64, 0u64);
     let mut first_ready = None;
     loop {
         peak_kib = memory_kib(skewer.pid(), "VmHWM").unwrap_or(peak_kib);
+        anon_kib = anon_kib.max(memory_kib(skewer.pid(), "RssAnon").unwrap_or(0));
+        file_kib = file_kib.max(memory_kib(skewer.pid(), "RssFile").unwrap_or(0));
         let ready = ks
             .list(&Default::default())
             .await?
@@ -571,6 +594,14 @@ async fn cold_start(s: &Setup, bin: &Path, label: &str, n: usize, per: usize) ->
         "| skewer peak RSS (VmHWM) with {} managed objects | {:.1} MiB | < 80 MiB |",
         n * per,
         peak_kib as f64 / 1024.0
+    );
+    println!(
+        "| … largest anonymous part (heap, stacks), sampled every 50 ms | {:.1} MiB | |",
+        anon_kib as f64 / 1024.0
+    );
+    println!(
+        "| … largest file-backed part (skewer's code, mapped from its binary), sampled | {:.1} MiB | |",
+        file_kib as f64 / 1024.0
     );
     // The next start must not find these objects: they carry skewer's owner labels, and its
     // drift watches would list them too.
