@@ -187,56 +187,136 @@ pub fn free_port() -> Result<u16> {
         .port())
 }
 
-pub(crate) fn wait_listening(port: u16, what: &str) -> Result<()> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if std::time::Instant::now() > deadline {
-            bail!("{what} did not listen on {port}");
+/// Starts the server `spawn` starts for a port, on a free loopback port, and returns it once
+/// it is the one listening there. A port found free can be taken before the server binds it
+/// (by another test's server that was handed the same port): the server then exits, and a
+/// check that only connected would be answered by the other server, until that one stops.
+/// So the listener must be the spawned process's own; a server that exited is started again
+/// on another port (five tries).
+pub(crate) fn serve_on_free_port(
+    mut spawn: impl FnMut(u16) -> Result<Child>,
+) -> Result<(Child, u16)> {
+    for _ in 0..5 {
+        let port = free_port()?;
+        let mut child = spawn(port)?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            if holds_listener(child.id(), port) {
+                return Ok((child, port));
+            }
+            if child.try_wait()?.is_some() {
+                break; // its port was taken: another one
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                bail!(
+                    "a server (pid {}) did not listen on {port} within 10 s",
+                    child.id()
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    Ok(())
+    bail!("five servers in a row exited before listening: no free port stayed free")
+}
+
+/// `pid` and its descendants, from each process's parent in `/proc/<pid>/stat`.
+fn family(pid: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| {
+                    let child: u32 = e.file_name().to_str()?.parse().ok()?;
+                    let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+                    // `pid (comm) state ppid …`: comm may hold spaces, so read after its ')'.
+                    let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?;
+                    Some((child, ppid.parse().ok()?))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut family = vec![pid];
+    let mut i = 0;
+    while let Some(&p) = family.get(i) {
+        family.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    family
+}
+
+/// Whether process `pid` or one of its descendants (`git daemon` runs `git-daemon` as a
+/// child) holds a TCP socket listening on `port`, from `/proc`: their file descriptors'
+/// socket inodes against the kernel's tables of TCP sockets.
+fn holds_listener(pid: u32, port: u16) -> bool {
+    let inodes: std::collections::HashSet<String> = family(pid)
+        .into_iter()
+        .filter_map(|p| std::fs::read_dir(format!("/proc/{p}/fd")).ok())
+        .flat_map(|fds| fds.flatten())
+        .filter_map(|fd| {
+            let link = std::fs::read_link(fd.path()).ok()?;
+            let inode = link.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?;
+            Some(inode.to_string())
+        })
+        .collect();
+    // Columns: sl, local address (hex ip:port), remote address, state (0A: LISTEN), …, inode.
+    let local = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
+        std::fs::read_to_string(table).is_ok_and(|text| {
+            text.lines().skip(1).any(|line| {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                f.len() > 9 && f[1].ends_with(&local) && f[3] == "0A" && inodes.contains(f[9])
+            })
+        })
+    })
 }
 
 impl GitServer {
     /// Spawns a server's `cmd` (its output discarded) and waits until it listens on `port`.
+    /// Starts the server `command` makes for a port, on a free one; `base_url` names its
+    /// repositories on that port.
     fn spawn(
         root: tempfile::TempDir,
-        mut cmd: Command,
-        port: u16,
-        base_url: String,
-    ) -> Result<Self> {
-        let what = cmd.get_program().to_string_lossy().into_owned();
-        let daemon = cmd
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .with_context(|| format!("starting {what}"))?;
-        wait_listening(port, &what)?;
-        Ok(Self {
+        mut command: impl FnMut(u16) -> Result<Command>,
+        base_url: impl Fn(u16) -> String,
+    ) -> Result<(Self, u16)> {
+        let (daemon, port) = serve_on_free_port(|port| {
+            let mut cmd = command(port)?;
+            let what = cmd.get_program().to_string_lossy().into_owned();
+            cmd.stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .with_context(|| format!("starting {what}"))
+        })?;
+        let server = Self {
             root,
-            base_url,
+            base_url: base_url(port),
             daemon,
             ca_pem: None,
             known_hosts: None,
-        })
+        };
+        Ok((server, port))
     }
 
     /// Starts `git daemon` on a free loopback port.
     pub fn start() -> Result<Self> {
         let root = tempfile::tempdir()?;
-        let port = free_port()?;
-        let mut cmd = Command::new("git");
-        cmd.args([
-            "daemon",
-            "--export-all",
-            "--reuseaddr",
-            "--listen=127.0.0.1",
-        ])
-        .arg(format!("--port={port}"))
-        .arg(format!("--base-path={}", root.path().display()))
-        .arg(root.path());
-        Self::spawn(root, cmd, port, format!("git://127.0.0.1:{port}"))
+        let dir = root.path().to_path_buf();
+        let command = |port: u16| {
+            let mut cmd = Command::new("git");
+            cmd.args([
+                "daemon",
+                "--export-all",
+                "--reuseaddr",
+                "--listen=127.0.0.1",
+            ])
+            .arg(format!("--port={port}"))
+            .arg(format!("--base-path={}", dir.display()))
+            .arg(&dir);
+            Ok(cmd)
+        };
+        let (server, _) = Self::spawn(root, command, |port| format!("git://127.0.0.1:{port}"))?;
+        Ok(server)
     }
 
     /// Starts smart HTTP: `git http-backend` behind `e2e/git-http.py`, without auth.
@@ -248,11 +328,9 @@ impl GitServer {
     /// throwaway CA (its PEM in [`GitServer::ca_pem`]).
     pub fn start_http_with(options: &HttpOptions) -> Result<Self> {
         let root = tempfile::tempdir()?;
-        let port = free_port()?;
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("git-http.py");
         let mut cmd = Command::new("python3");
         cmd.arg(script)
-            .arg(format!("--port={port}"))
             .arg(format!("--root={}", root.path().display()));
         if let Some((user, password)) = &options.basic {
             // The `{SHA}` scheme of `htpasswd -s`: base64 of the password's SHA-1.
@@ -283,7 +361,18 @@ impl GitServer {
         } else {
             "http"
         };
-        let mut server = Self::spawn(root, cmd, port, format!("{scheme}://127.0.0.1:{port}"))?;
+        // The options are the same on every port tried; only `--port` differs.
+        let (program, args): (_, Vec<_>) = (
+            cmd.get_program().to_owned(),
+            cmd.get_args().map(|a| a.to_owned()).collect(),
+        );
+        let command = |port: u16| {
+            let mut cmd = Command::new(&program);
+            cmd.args(&args).arg(format!("--port={port}"));
+            Ok(cmd)
+        };
+        let (mut server, _) =
+            Self::spawn(root, command, |port| format!("{scheme}://127.0.0.1:{port}"))?;
         server.ca_pem = ca_pem;
         Ok(server)
     }
@@ -310,18 +399,22 @@ impl GitServer {
         std::fs::write(dir.join("authorized_keys"), authorized_key)?;
         // sshd refuses to start without its privilege separation directory.
         std::fs::create_dir_all("/run/sshd")?;
-        let port = free_port()?;
         let config = dir.join("sshd_config");
-        std::fs::write(
-            &config,
-            format!(
-                "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nAuthorizedKeysFile {}\n\
-                 PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n\
-                 PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\nPidFile none\n",
-                host_key.display(),
-                dir.join("authorized_keys").display()
-            ),
-        )?;
+        let command = |port: u16| {
+            std::fs::write(
+                &config,
+                format!(
+                    "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nAuthorizedKeysFile {}\n\
+                     PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n\
+                     PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\nPidFile none\n",
+                    host_key.display(),
+                    dir.join("authorized_keys").display()
+                ),
+            )?;
+            let mut cmd = Command::new("/usr/sbin/sshd");
+            cmd.arg("-D").arg("-f").arg(&config);
+            Ok(cmd)
+        };
         let public = std::fs::read_to_string(dir.join("host_ed25519.pub"))?;
         let key = public
             .split_whitespace()
@@ -329,10 +422,10 @@ impl GitServer {
             .collect::<Vec<_>>()
             .join(" ");
         let user = run("id", &["-un"])?;
-        let base_url = format!("ssh://{user}@127.0.0.1:{port}{}", root.path().display());
-        let mut cmd = Command::new("/usr/sbin/sshd");
-        cmd.arg("-D").arg("-f").arg(&config);
-        let mut server = Self::spawn(root, cmd, port, base_url)?;
+        let path = root.path().display().to_string();
+        let (mut server, port) = Self::spawn(root, command, |port| {
+            format!("ssh://{user}@127.0.0.1:{port}{path}")
+        })?;
         server.known_hosts = Some(format!("[127.0.0.1]:{port} {key}\n"));
         Ok(server)
     }
@@ -478,5 +571,42 @@ impl Repo {
             &["commit", "-q", "--allow-empty", "-m", message],
         )?;
         self.push_main()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The race the harness lost once in CI: the free port is taken (here by the test itself)
+    /// before the server binds it. The server exits; a check that only connected would have
+    /// been answered by the other listener. The helper must start the server on another port.
+    #[test]
+    fn a_server_whose_port_was_taken_is_started_on_another() -> Result<()> {
+        let mut taken = None;
+        let (mut child, port) = serve_on_free_port(|port| {
+            if taken.is_none() {
+                taken = Some((port, std::net::TcpListener::bind(("127.0.0.1", port))?));
+            }
+            Command::new("python3")
+                .args([
+                    "-m",
+                    "http.server",
+                    "--bind",
+                    "127.0.0.1",
+                    &port.to_string(),
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .context("python3")
+        })?;
+        let (stolen, _listener) = taken.context("the first port was taken")?;
+        let served = holds_listener(child.id(), port);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_ne!(port, stolen, "started on the stolen port");
+        assert!(served, "the server itself listens on {port}");
+        Ok(())
     }
 }

@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, Result};
 
-use crate::git::{free_port, run, wait_listening};
+use crate::git::{run, serve_on_free_port};
 
 pub struct Registry {
     _root: tempfile::TempDir,
@@ -33,7 +33,6 @@ impl Registry {
 
     fn launch(login: Option<(String, String)>) -> Result<Self> {
         let root = tempfile::tempdir()?;
-        let port = free_port()?;
         let dir = root.path();
         let auth = match &login {
             Some((user, password)) => {
@@ -48,24 +47,25 @@ impl Registry {
             None => String::new(),
         };
         let config = dir.join("config.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n{auth}",
-                dir.join("data").display()
-            ),
-        )?;
         let log = dir.join("access.log");
-        let out = std::fs::File::create(&log)?;
-        let child = Command::new("docker-registry")
-            .arg("serve")
-            .arg(&config)
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .stdin(Stdio::null())
-            .spawn()
-            .context("starting docker-registry (apt install docker-registry)")?;
-        wait_listening(port, "docker-registry")?;
+        let (child, port) = serve_on_free_port(|port| {
+            std::fs::write(
+                &config,
+                format!(
+                    "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n{auth}",
+                    dir.join("data").display()
+                ),
+            )?;
+            let out = std::fs::File::create(&log)?;
+            Command::new("docker-registry")
+                .arg("serve")
+                .arg(&config)
+                .stdout(out.try_clone()?)
+                .stderr(out)
+                .stdin(Stdio::null())
+                .spawn()
+                .context("starting docker-registry (apt install docker-registry)")
+        })?;
         Ok(Self {
             _root: root,
             child,
