@@ -1,8 +1,9 @@
 //! Drives the appliers' sync pipeline for any deploy kind: at its turning points the planned
 //! objects are claimed for their owner (none may belong to another), the widened inventory is
 //! written to the object's `status.inventory` (before anything is applied), the drift index
-//! learns the plan, and once the applies are done the target's drift watches start. The deploy kind's reconciler builds the request and
-//! reads the report; it is not called back in between.
+//! learns the plan, and once the applies are done the target's drift watches start. The
+//! deploy kind's reconciler builds the request and reads the report; it is not called back in
+//! between.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
