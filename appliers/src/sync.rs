@@ -268,9 +268,9 @@ pub trait SyncHooks: Sync {
     /// Returns the planned objects that need no apply: applied before exactly as planned and
     /// unchanged since.
     fn applying(&self, plan: &Plan, opts: &Arc<ApplyOptions>) -> BTreeSet<ObjectId>;
-    /// What each apply of `plan` left (every object applied, or those applied before or
-    /// beside a failure). Called once, after the last apply.
-    fn applied(&self, plan: &Plan, outcomes: &[Outcome]);
+    /// What each apply left (every object applied, or those applied before or beside a
+    /// failure).
+    fn applied(&self, outcomes: &[Outcome]);
 }
 
 /// Hooks for callers that keep no status and track no drift: benchmarks, one-shot applies.
@@ -289,7 +289,7 @@ impl SyncHooks for Untracked {
         BTreeSet::new()
     }
 
-    fn applied(&self, _: &Plan, _: &[Outcome]) {}
+    fn applied(&self, _: &[Outcome]) {}
 }
 
 /// Runs one sync. Never panics on bad input: every failure is in the report.
@@ -387,11 +387,11 @@ pub async fn run(
     report.unchanged = unchanged.len();
     match cluster.apply(&plan, &opts, &unchanged).await {
         Ok(outcomes) => {
-            hooks.applied(&plan, &outcomes);
+            hooks.applied(&outcomes);
             report.applied = outcomes;
         }
         Err(partial) => {
-            hooks.applied(&plan, &partial.applied);
+            hooks.applied(&partial.applied);
             report.inventory = written(&previous, &plan.inventory, &partial);
             report.applied = partial.applied;
             return fail(report, phases, SyncError::Apply(partial.errors));
@@ -782,7 +782,7 @@ mod tests {
             BTreeSet::new()
         }
 
-        fn applied(&self, _: &Plan, outcomes: &[Outcome]) {
+        fn applied(&self, outcomes: &[Outcome]) {
             let mut applied = self.applied.lock().unwrap();
             applied.extend(outcomes.iter().map(|o| o.id.name.clone()));
         }

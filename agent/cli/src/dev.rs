@@ -69,7 +69,7 @@ impl SyncHooks for Memo {
         same
     }
 
-    fn applied(&self, _: &Plan, outcomes: &[Outcome]) {
+    fn applied(&self, outcomes: &[Outcome]) {
         let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         let mut applied = self.applied.lock().unwrap_or_else(|e| e.into_inner());
         for o in outcomes {

@@ -1,9 +1,8 @@
 //! Drives the appliers' sync pipeline for any deploy kind: at its turning points the planned
 //! objects are claimed for their owner (none may belong to another), the widened inventory is
-//! written to the object's `status.inventory` (before anything is applied), the drift index
-//! learns the plan, and once the applies are done the target's drift watches start. The
-//! deploy kind's reconciler builds the request and reads the report; it is not called back in
-//! between.
+//! written to the object's `status.inventory` (before anything is applied), and drift tracking
+//! starts on the target. The deploy kind's reconciler builds the request and
+//! reads the report; it is not called back in between.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -146,6 +145,7 @@ impl<K: Reconciled> SyncHooks for Hooks<'_, K> {
             }
             unchanged
         };
+        drift::watch::ensure(self.ctx, self.target, planned());
         self.ctx
             .metrics
             .objects_applied
@@ -153,20 +153,11 @@ impl<K: Reconciled> SyncHooks for Hooks<'_, K> {
         unchanged
     }
 
-    fn applied(&self, plan: &Plan, outcomes: &[Outcome]) {
-        {
-            let mut index = self.ctx.drift.lock();
-            for o in outcomes {
-                index.applied(&self.target.key, &o.id, o.seen);
-            }
+    fn applied(&self, outcomes: &[Outcome]) {
+        let mut index = self.ctx.drift.lock();
+        for o in outcomes {
+            index.applied(&self.target.key, &o.id, o.seen);
         }
-        // A kind's first watch on this target starts only now. Started before the applies,
-        // it made the API server send, and skewer judge, an event for every object this sync
-        // writes, all judged "in flight". Its first list is a quorum read, so it shows what
-        // the applies left, and whatever changed since: a change by then is drift like any
-        // other, and an object deleted by then is missing from the list, which
-        // `Index::missing` turns into a repair, as after any re-list.
-        drift::watch::ensure(self.ctx, self.target, plan.stages.iter().flatten());
     }
 }
 
