@@ -272,9 +272,8 @@ fn holds_listener(pid: u32, port: u16) -> bool {
 }
 
 impl GitServer {
-    /// Spawns a server's `cmd` (its output discarded) and waits until it listens on `port`.
-    /// Starts the server `command` makes for a port, on a free one; `base_url` names its
-    /// repositories on that port.
+    /// Starts the server `command` makes for a port (its output discarded) on a free one;
+    /// `base_url` names its repositories on that port.
     fn spawn(
         root: tempfile::TempDir,
         mut command: impl FnMut(u16) -> Result<Command>,
@@ -329,9 +328,11 @@ impl GitServer {
     pub fn start_http_with(options: &HttpOptions) -> Result<Self> {
         let root = tempfile::tempdir()?;
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("git-http.py");
-        let mut cmd = Command::new("python3");
-        cmd.arg(script)
-            .arg(format!("--root={}", root.path().display()));
+        // The same on every port tried; only `--port` is added.
+        let mut args = vec![
+            script.display().to_string(),
+            format!("--root={}", root.path().display()),
+        ];
         if let Some((user, password)) = &options.basic {
             // The `{SHA}` scheme of `htpasswd -s`: base64 of the password's SHA-1.
             let digest = run(
@@ -344,30 +345,25 @@ impl GitServer {
             )?;
             let htpasswd = root.path().join("htpasswd");
             std::fs::write(&htpasswd, format!("{user}:{{SHA}}{digest}\n"))?;
-            cmd.arg(format!("--htpasswd={}", htpasswd.display()));
+            args.push(format!("--htpasswd={}", htpasswd.display()));
         }
         if let Some(token) = &options.token {
             let file = root.path().join("token");
             std::fs::write(&file, token)?;
-            cmd.arg(format!("--token-file={}", file.display()));
+            args.push(format!("--token-file={}", file.display()));
         }
         let mut ca_pem = None;
         let scheme = if options.tls {
             let (cert, key, ca) = tls_files(root.path())?;
-            cmd.arg(format!("--cert={}", cert.display()))
-                .arg(format!("--key={}", key.display()));
+            args.push(format!("--cert={}", cert.display()));
+            args.push(format!("--key={}", key.display()));
             ca_pem = Some(ca);
             "https"
         } else {
             "http"
         };
-        // The options are the same on every port tried; only `--port` differs.
-        let (program, args): (_, Vec<_>) = (
-            cmd.get_program().to_owned(),
-            cmd.get_args().map(|a| a.to_owned()).collect(),
-        );
         let command = |port: u16| {
-            let mut cmd = Command::new(&program);
+            let mut cmd = Command::new("python3");
             cmd.args(&args).arg(format!("--port={port}"));
             Ok(cmd)
         };
