@@ -550,8 +550,18 @@ async fn cold_start(s: &Setup, bin: &Path, label: &str, n: usize, per: usize) ->
     // data) resident sets seen among the samples: what the peak is made of.
     let (mut anon_kib, mut file_kib) = (0u64, 0u64);
     let mut first_ready = None;
+    // SKEWER_BENCH_SMAPS=DIR keeps skewer's memory map at its largest sample, per mapping
+    // (`DIR/<label>.smaps`), to see what the peak is made of.
+    let smaps_dir = std::env::var_os("SKEWER_BENCH_SMAPS").map(std::path::PathBuf::from);
+    let mut rss_kib = 0u64;
     loop {
         peak_kib = memory_kib(skewer.pid(), "VmHWM").unwrap_or(peak_kib);
+        let rss = memory_kib(skewer.pid(), "VmRSS").unwrap_or(0);
+        if let Some(dir) = smaps_dir.as_ref().filter(|_| rss > rss_kib) {
+            rss_kib = rss;
+            let map = std::fs::read(format!("/proc/{}/smaps", skewer.pid()))?;
+            std::fs::write(dir.join(format!("{label}.smaps")), map)?;
+        }
         anon_kib = anon_kib.max(memory_kib(skewer.pid(), "RssAnon").unwrap_or(0));
         file_kib = file_kib.max(memory_kib(skewer.pid(), "RssFile").unwrap_or(0));
         let ready = ks
