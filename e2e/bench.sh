@@ -2,8 +2,9 @@
 # Runs the benchmarks on a cluster of their own with a durable etcd (fsync on, as in real
 # clusters), then stops it. Arguments go to the bench binary (--objects, --runs, --concurrency).
 # SKEWER_BIN runs another build of skewer than this tree's release build (to compare two
-# builds with --baseline). SKEWER_BENCH picks another bench binary: clusters_bench (hub and spokes), apps_bench,
-# appset_bench (an ApplicationSet over many clusters), kustomize_bench, git_bench.
+# builds with --baseline). SKEWER_BENCH picks another bench binary: clusters_bench (hub and
+# spokes), apps_bench, appset_bench (an ApplicationSet over many clusters), kustomize_bench,
+# git_bench.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash e2e/cluster/install.sh
