@@ -478,9 +478,21 @@ impl GitServer {
 
 impl Drop for GitServer {
     fn drop(&mut self) {
-        let _ = self.daemon.kill();
-        let _ = self.daemon.wait();
+        stop_with_children(&mut self.daemon);
     }
+}
+
+/// Stops `child` and every process below it: `git daemon` runs `git-daemon` as its child
+/// (and it one per connection), which a kill of the parent alone leaves running.
+fn stop_with_children(child: &mut Child) {
+    for pid in family(child.id()).into_iter().skip(1).rev() {
+        let _ = Command::new("kill")
+            .arg(pid.to_string())
+            .stderr(Stdio::null())
+            .status();
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 pub struct Repo {
@@ -604,5 +616,39 @@ mod tests {
         assert_ne!(port, stolen, "started on the stolen port");
         assert!(served, "the server itself listens on {port}");
         Ok(())
+    }
+
+    /// `git daemon` serves from a child process, `git-daemon`; dropping the server must end
+    /// that one too, not leave it listening for the rest of the machine's life.
+    #[test]
+    fn a_dropped_git_daemon_leaves_no_process_behind() -> Result<()> {
+        let server = GitServer::start()?;
+        let family = family(server.daemon.id());
+        assert!(
+            family.len() > 1,
+            "git daemon serves from a child: {family:?}"
+        );
+        drop(server);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let alive: Vec<&u32> = family
+                .iter()
+                .filter(|p| {
+                    std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|stat| {
+                        !stat
+                            .rsplit_once(')')
+                            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+                    })
+                })
+                .collect();
+            if alive.is_empty() {
+                return Ok(());
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "still running 10 s after the drop: {alive:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 }
