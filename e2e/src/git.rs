@@ -208,7 +208,7 @@ pub(crate) fn serve_on_free_port(
                 break; // its port was taken: another one
             }
             if std::time::Instant::now() > deadline {
-                let _ = child.kill();
+                stop_with_children(&mut child);
                 bail!(
                     "a server (pid {}) did not listen on {port} within 10 s",
                     child.id()
@@ -220,6 +220,14 @@ pub(crate) fn serve_on_free_port(
     bail!("five servers in a row exited before listening: no free port stayed free")
 }
 
+/// The fields of `/proc/<pid>/stat` after the command name (`state ppid …`), if `pid` runs.
+/// The name may hold spaces and parentheses, so they are read after its last ')'.
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
 /// `pid` and its descendants, from each process's parent in `/proc/<pid>/stat`.
 fn family(pid: u32) -> Vec<u32> {
     let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
@@ -228,10 +236,8 @@ fn family(pid: u32) -> Vec<u32> {
                 .flatten()
                 .filter_map(|e| {
                     let child: u32 = e.file_name().to_str()?.parse().ok()?;
-                    let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
-                    // `pid (comm) state ppid …`: comm may hold spaces, so read after its ')'.
-                    let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?;
-                    Some((child, ppid.parse().ok()?))
+                    let ppid = stat_fields(child)?.get(1)?.parse().ok()?;
+                    Some((child, ppid))
                 })
                 .collect()
         })
@@ -633,13 +639,8 @@ mod tests {
         loop {
             let alive: Vec<&u32> = family
                 .iter()
-                .filter(|p| {
-                    std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|stat| {
-                        !stat
-                            .rsplit_once(')')
-                            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-                    })
-                })
+                // A zombie (state Z) has ended; only its parent's wait is missing.
+                .filter(|p| stat_fields(**p).is_some_and(|f| f.first().is_some_and(|s| s != "Z")))
                 .collect();
             if alive.is_empty() {
                 return Ok(());
