@@ -62,7 +62,7 @@ say "prune: removing apps/extra.yaml from Git"
 g rm -q apps/extra.yaml && g commit -qm "drop extra" && g push -q "$work/srv/demo.git" main
 wait_for "extra to be pruned" 30 bash -c '! kubectl get configmap extra -n demo'
 kubectl get configmaps -n demo -l skewer.dev/name=demo
-kubectl get kustomization demo -o jsonpath='{range .status.inventory.entries[*]}{.id}{"\n"}{end}'
+kubectl get kustomization demo -o jsonpath='{range .status.inventory.objects[*]}{@}{"\n"}{end}'
 
 say "done"
 if $keep; then

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use common::*;
-use skewer_e2e::{eventually, kc};
+use skewer_e2e::{eventually, kc, kc_apply};
 
 fn app_files(app_ns: &str, group: &str) -> Vec<(String, String)> {
     vec![
@@ -543,5 +543,63 @@ fn install_manifests_are_valid_for_the_server() -> Result<()> {
         &deploy.join("deployment.yaml").display().to_string(),
     ])?;
     assert!(out.contains("deployment.apps/skewer"), "{out}");
+    Ok(())
+}
+
+/// An inventory an older skewer recorded in Flux's format (`entries`) still prunes what left
+/// Git, and the sync's writes leave only skewer's `objects`.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_inventory_in_fluxs_format_still_prunes() -> Result<()> {
+    let f = Fixture::new("oldinv").await?;
+    let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
+    let configmap = |name: &str, labels: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\n{labels}"
+        )
+    };
+    repo.write("kept.yaml", &configmap("kept", ""))?;
+    let commit = repo.commit("kept only")?;
+    // What the older skewer applied, recorded, and has since left Git.
+    kc_apply(&configmap(
+        "gone",
+        &format!("  labels: {{skewer.dev/name: app, skewer.dev/namespace: {ns}}}\n"),
+    ))?;
+    kustomization(&ns, "app", "src", "./", "  prune: true\n")?;
+    let old = serde_json::json!({"status": {"inventory": {"entries": [
+        {"id": format!("{ns}_gone__ConfigMap"), "v": "v1"}
+    ]}}});
+    kc(&[
+        "patch",
+        "kustomization",
+        "app",
+        "-n",
+        &ns,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &old.to_string(),
+    ])?;
+
+    let _skewer = f.start(&[])?;
+    let st = wait_applied(c, &ns, "app", &commit).await?;
+    assert!(
+        exists(c, "v1", "ConfigMap", &ns, "gone").await?.is_none(),
+        "the object recorded in `entries` was not pruned"
+    );
+    assert_eq!(inventory_ids(&st), [format!("{ns}_kept__ConfigMap")]);
+    let raw: serde_json::Value = serde_json::from_str(&kc(&[
+        "get",
+        "kustomization",
+        "app",
+        "-n",
+        &ns,
+        "-o",
+        "json",
+    ])?)?;
+    assert_eq!(
+        raw["status"]["inventory"],
+        serde_json::json!({"objects": [format!("{ns}_kept__ConfigMap v1")]}),
+        "`entries` is cleared"
+    );
     Ok(())
 }

@@ -123,7 +123,7 @@ async fn an_applications_conflict_is_told_to_the_holder() -> Result<()> {
     })
     .await?;
     assert!(
-        st.inventory.as_ref().is_none_or(|i| i.entries.is_empty()),
+        st.inventory.as_ref().is_none_or(|i| i.is_empty()),
         "the claimant holds nothing: {:?}",
         st.inventory
     );
@@ -181,8 +181,8 @@ async fn an_applications_reconcile_ends_at_its_timeout() -> Result<()> {
         let ids: Vec<String> = st
             .inventory
             .iter()
-            .flat_map(|i| &i.entries)
-            .map(|e| e.id.clone())
+            .flat_map(|i| i.iter())
+            .map(|(id, _)| id.to_string())
             .collect();
         assert_eq!(ids, [format!("{ns}_stuck__ConfigMap")]);
         Ok(())

@@ -50,7 +50,7 @@ async fn secret_values_never_leak_into_messages() -> Result<()> {
     for value in ["987654321", "deployer-7731"] {
         assert!(!said.contains(value), "{value} leaked:\n{said}");
     }
-    assert!(st.inventory.as_ref().is_none_or(|i| i.entries.is_empty()));
+    assert!(st.inventory.as_ref().is_none_or(|i| i.is_empty()));
 
     // Quoted, it applies; a later failure about it still quotes no value.
     f.repo.write(
@@ -220,7 +220,7 @@ async fn overlapping_kustomizations_do_not_fight() -> Result<()> {
             ))
     })
     .await?;
-    assert!(st.inventory.as_ref().is_none_or(|i| i.entries.is_empty()));
+    assert!(st.inventory.as_ref().is_none_or(|i| i.is_empty()));
     // The holder hears of it too.
     eventually("a Warning Event on the holder", WAIT, || async {
         let reasons = event_reasons(&ns, "involvedObject.name=app,type=Warning")?;

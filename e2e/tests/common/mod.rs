@@ -119,7 +119,7 @@ pub fn inventory_ids(st: &KustomizationStatus) -> Vec<String> {
     let mut ids: Vec<String> = st
         .inventory
         .iter()
-        .flat_map(|i| i.entries.iter().map(|e| e.id.clone()))
+        .flat_map(|i| i.iter().map(|(id, _)| id.to_string()))
         .collect();
     ids.sort();
     ids
