@@ -164,7 +164,7 @@ pub fn run(program: &str, args: &[&str]) -> Result<String> {
 }
 
 /// A CA and a server certificate for 127.0.0.1 signed by it: (cert, key, CA PEM).
-fn tls_files(dir: &Path) -> Result<(PathBuf, PathBuf, String)> {
+pub(crate) fn tls_files(dir: &Path) -> Result<(PathBuf, PathBuf, String)> {
     const SCRIPT: &str = r#"set -e
 cd "$1"
 key="-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes"
@@ -490,7 +490,7 @@ impl Drop for GitServer {
 
 /// Stops `child` and every process below it: `git daemon` runs `git-daemon` as its child
 /// (and it one per connection), which a kill of the parent alone leaves running.
-fn stop_with_children(child: &mut Child) {
+pub(crate) fn stop_with_children(child: &mut Child) {
     for pid in family(child.id()).into_iter().skip(1).rev() {
         let _ = Command::new("kill")
             .arg(pid.to_string())

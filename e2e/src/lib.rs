@@ -5,6 +5,7 @@
 pub mod browser;
 pub mod git;
 pub mod hooks;
+pub mod hostapi;
 pub mod measure;
 pub mod objects;
 pub mod phases;
@@ -229,6 +230,8 @@ pub fn install_crds(kubeconfig: &Path) -> Result<()> {
         "crd/applications.skewer.dev",
         "crd/applicationsets.skewer.dev",
         "crd/receivers.skewer.dev",
+        "crd/providers.skewer.dev",
+        "crd/alerts.skewer.dev",
         "--timeout=60s",
     ]))?;
     Ok(())

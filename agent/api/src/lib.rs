@@ -16,6 +16,7 @@ pub mod inventory;
 pub mod kustomization;
 pub mod manifests;
 pub mod names;
+pub mod notification;
 pub mod ocirepository;
 pub mod receiver;
 mod reconciled;
@@ -32,6 +33,7 @@ pub use names::{
     APPSET_FIELD_MANAGER, APPSET_LABEL, COMMIT_AUTHOR, COMMIT_MESSAGE, FIELD_MANAGER, FINALIZER,
     OwnerKey, PRESERVE_RESOURCES, ROLLOUT_FIELD_MANAGER, ROLLOUT_HOLD,
 };
+pub use notification::{Alert, AlertSpec, Provider, ProviderSpec};
 pub use ocirepository::{OCIRepository, OCIRepositorySpec};
 pub use receiver::{Receiver, ReceiverSpec};
 pub use reconciled::Reconciled;

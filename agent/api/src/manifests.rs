@@ -5,7 +5,10 @@
 use kube::CustomResourceExt;
 use serde_json::{Value, json};
 
-use crate::{Application, ApplicationSet, GitRepository, Kustomization, OCIRepository, Receiver};
+use crate::{
+    Alert, Application, ApplicationSet, GitRepository, Kustomization, OCIRepository, Provider,
+    Receiver,
+};
 
 pub const NAMESPACE: &str = "skewer-system";
 
@@ -18,6 +21,8 @@ pub fn files(image: &str) -> Result<Vec<(&'static str, String)>, serde_saphyr::S
         Application::crd(),
         ApplicationSet::crd(),
         Receiver::crd(),
+        Provider::crd(),
+        Alert::crd(),
     ]
     .into_iter()
     .map(|c| serde_json::to_value(c).unwrap_or(Value::Null))

@@ -41,18 +41,22 @@ pub struct ReceiverSpec {
     pub suspend: bool,
 }
 
-/// Objects of one kind: by name, or every one (`name: "*"`) with these labels.
+/// Objects of one kind: by name, or every one (`name: "*"`) with these labels (Flux's
+/// `CrossNamespaceObjectReference`, which Receivers and Alerts share).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceReference {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_version: Option<String>,
-    /// `GitRepository`, `OCIRepository`, `Kustomization` or `Application`.
+    /// A kind of skewer's: `GitRepository`, `OCIRepository`, `Kustomization`, `Application`
+    /// (and, for an Alert, `ApplicationSet`).
     pub kind: String,
+    /// A name, or `*` for every object of the kind.
     pub name: String,
-    /// Default: the Receiver's.
+    /// Default: the namespace of the object naming it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    /// With `name: "*"`: only objects carrying these labels.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub match_labels: BTreeMap<String, String>,
 }

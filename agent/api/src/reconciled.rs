@@ -31,12 +31,19 @@ pub trait Reconciled:
     fn conditions_mut(status: &mut Self::Status) -> &mut Vec<Condition>;
     fn observed_generation(status: &mut Self::Status) -> &mut Option<i64>;
     fn last_handled_reconcile_at(status: &mut Self::Status) -> &mut Option<String>;
+    /// The revision the status is about (the last one attempted), for notifications.
+    fn revision(_status: &Self::Status) -> Option<&str> {
+        None
+    }
 }
 
 /// Implements [`Reconciled`] for a kind whose status has the shared fields (`conditions`,
 /// `observed_generation`, `last_handled_reconcile_at`).
 macro_rules! reconciled {
     ($kind:ident, $status:ty) => {
+        reconciled!($kind, $status, {});
+    };
+    ($kind:ident, $status:ty, { $($extra:tt)* }) => {
         impl $crate::Reconciled for $kind {
             type Status = $status;
             const KIND: &'static str = stringify!($kind);
@@ -56,19 +63,39 @@ macro_rules! reconciled {
             fn last_handled_reconcile_at(status: &mut $status) -> &mut Option<String> {
                 &mut status.last_handled_reconcile_at
             }
+            $($extra)*
         }
     };
 }
 
-reconciled!(Kustomization, KustomizationStatus);
-reconciled!(Application, ApplicationStatus);
+reconciled!(Kustomization, KustomizationStatus, {
+    fn revision(s: &KustomizationStatus) -> Option<&str> {
+        s.last_attempted_revision.as_deref()
+    }
+});
+reconciled!(Application, ApplicationStatus, {
+    fn revision(s: &ApplicationStatus) -> Option<&str> {
+        s.sync.as_ref().and_then(|s| s.revision.as_deref())
+    }
+});
 reconciled!(ApplicationSet, ApplicationSetStatus);
-reconciled!(GitRepository, SourceStatus);
-reconciled!(OCIRepository, SourceStatus);
+reconciled!(GitRepository, SourceStatus, {
+    fn revision(s: &SourceStatus) -> Option<&str> {
+        s.artifact.as_ref().map(|a| a.revision.as_str())
+    }
+});
+reconciled!(OCIRepository, SourceStatus, {
+    fn revision(s: &SourceStatus) -> Option<&str> {
+        s.artifact.as_ref().map(|a| a.revision.as_str())
+    }
+});
 reconciled!(Receiver, ReceiverStatus);
+reconciled!(Provider, ProviderStatus);
+reconciled!(Alert, AlertStatus);
 
+use crate::notification::{AlertStatus, ProviderStatus};
 use crate::receiver::ReceiverStatus;
 use crate::{
-    Application, ApplicationSet, ApplicationSetStatus, ApplicationStatus, GitRepository,
-    Kustomization, KustomizationStatus, OCIRepository, Receiver, SourceStatus,
+    Alert, Application, ApplicationSet, ApplicationSetStatus, ApplicationStatus, GitRepository,
+    Kustomization, KustomizationStatus, OCIRepository, Provider, Receiver, SourceStatus,
 };

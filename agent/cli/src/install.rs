@@ -129,7 +129,13 @@ pub async fn uninstall(client: &Client, u: &Uninstall) -> Result<Vec<String>> {
             }
         }
     }
-    for kind in [Kind::GitRepository, Kind::OCIRepository, Kind::Receiver] {
+    for kind in [
+        Kind::GitRepository,
+        Kind::OCIRepository,
+        Kind::Receiver,
+        Kind::Provider,
+        Kind::Alert,
+    ] {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &kind.resource());
         if let Ok(list) = api.list(&ListParams::default()).await {
             for obj in list.items {

@@ -14,6 +14,7 @@ pub mod drift;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod notify;
 pub mod ownership;
 pub mod reconcilers;
 pub mod runtime;

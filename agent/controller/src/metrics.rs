@@ -32,8 +32,18 @@ pub struct WebhookLabels {
     pub result: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NotificationLabels {
+    /// The Provider's type (`github`, `slack`, …): bounded, whatever tenants create.
+    pub provider: String,
+    /// `delivered`, `failed` (after its retries), `dropped` (its queue was full) or
+    /// `deduplicated` (the same event within the window).
+    pub result: &'static str,
+}
+
 pub struct Metrics {
     registry: Registry,
+    pub notifications: Family<NotificationLabels, Counter>,
     pub webhook_requests: Family<WebhookLabels, Counter>,
     pub reconcile_duration: Family<ReconcileLabels, Histogram>,
     pub objects_applied: Counter,
@@ -58,6 +68,7 @@ impl Default for Metrics {
             objects_applied: Counter::default(),
             objects_pruned: Counter::default(),
             drift_corrected: Family::default(),
+            notifications: Family::default(),
             fetch_duration: fetch_duration.clone(),
             reconciles_in_flight: Gauge::default(),
             shards_held: Gauge::default(),
@@ -99,6 +110,11 @@ impl Default for Metrics {
             m.reconciles_in_flight.clone(),
         );
         registry.register(
+            "notifications",
+            "Events for Providers, by the Provider's type and what became of them",
+            m.notifications.clone(),
+        );
+        registry.register(
             "shards_held",
             "Shards whose Lease this replica holds (--shards)",
             m.shards_held.clone(),
@@ -115,6 +131,15 @@ impl Metrics {
                 result: result.into(),
             })
             .observe(took.as_secs_f64());
+    }
+
+    pub fn notification(&self, provider: &str, result: &'static str) {
+        self.notifications
+            .get_or_create(&NotificationLabels {
+                provider: provider.to_string(),
+                result,
+            })
+            .inc();
     }
 
     /// The registry in Prometheus text format.

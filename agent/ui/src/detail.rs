@@ -185,7 +185,7 @@ pub(super) async fn object_page(
             .oci
             .get(&key(&name, &namespace))
             .map(|o| source_detail(list::oci(&o, now), o.spec.url.clone(), o.status.clone())),
-        Kind::Receiver => None,
+        Kind::Receiver | Kind::Provider | Kind::Alert => None,
     };
     let Some(mut detail) = found else {
         return refuse(StatusCode::NOT_FOUND, "no such object");

@@ -6,7 +6,8 @@ use std::time::Duration;
 use kube::api::ApiResource;
 
 use skewer_api::{
-    Application, ApplicationSet, GitRepository, Kustomization, OCIRepository, Receiver,
+    Alert, Application, ApplicationSet, GitRepository, Kustomization, OCIRepository, Provider,
+    Receiver,
 };
 
 /// The kinds people name.
@@ -18,6 +19,8 @@ pub enum Kind {
     GitRepository,
     OCIRepository,
     Receiver,
+    Provider,
+    Alert,
 }
 
 impl Kind {
@@ -30,6 +33,8 @@ impl Kind {
             Kind::GitRepository => "gitrepository",
             Kind::OCIRepository => "ocirepository",
             Kind::Receiver => "receiver",
+            Kind::Provider => "provider",
+            Kind::Alert => "alert",
         }
     }
 
@@ -41,6 +46,8 @@ impl Kind {
             Kind::GitRepository => ApiResource::erase::<GitRepository>(&()),
             Kind::OCIRepository => ApiResource::erase::<OCIRepository>(&()),
             Kind::Receiver => ApiResource::erase::<Receiver>(&()),
+            Kind::Provider => ApiResource::erase::<Provider>(&()),
+            Kind::Alert => ApiResource::erase::<Alert>(&()),
         }
     }
 
@@ -61,7 +68,7 @@ pub struct Named {
     pub name: String,
 }
 
-const KINDS_HELP: &str = "ks/<name>, app/<name>, appset/<name>, gitrepository/<name>, ocirepository/<name>, receiver/<name>";
+const KINDS_HELP: &str = "ks/<name>, app/<name>, appset/<name>, gitrepository/<name>, ocirepository/<name>, receiver/<name>, provider/<name>, alert/<name>";
 
 impl std::str::FromStr for Named {
     type Err = String;
@@ -80,6 +87,8 @@ impl std::str::FromStr for Named {
             "gitrepo" | "gitrepository" | "gitrepositories" | "git" => Kind::GitRepository,
             "ocirepo" | "ocirepository" | "ocirepositories" | "oci" => Kind::OCIRepository,
             "receiver" | "receivers" => Kind::Receiver,
+            "provider" | "providers" => Kind::Provider,
+            "alert" | "alerts" => Kind::Alert,
             other => {
                 return Err(format!(
                     "'{other}' is not a kind skewer reconciles; use {KINDS_HELP}"

@@ -1,4 +1,4 @@
-//! `skewer get kustomizations|sources|receivers`: skewer's objects as tables people read, like
+//! `skewer get kustomizations|sources|receivers|providers|alerts`: skewer's objects as tables people read, like
 //! `kubectl get` and `flux get`: READY, REVISION, AGE and, when not Ready, why. The rows and
 //! the tables are pure, tested without a cluster; [`aligned`] lays out every table the CLI
 //! prints.
@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use skewer_api::Reconciled;
 use skewer_api::conditions::READY;
-use skewer_api::{GitRepository, Kustomization, OCIRepository, Receiver};
+use skewer_api::{Alert, GitRepository, Kustomization, OCIRepository, Provider, Receiver};
 
 /// Cells under `header`, columns aligned by two spaces, trailing blanks trimmed.
 pub fn aligned(header: &[&str], rows: Vec<Vec<String>>) -> String {
@@ -242,6 +242,36 @@ pub async fn receivers(client: &Client, namespace: Option<&str>) -> Result<Vec<R
             // A Receiver has no revision: its webhook path stands in that column.
             let path = r.status.as_ref().and_then(|s| s.webhook_path.clone());
             row(r, r.spec.suspend, path, now)
+        })
+        .collect();
+    Ok(sorted(rows))
+}
+
+/// A Provider has no revision: its last delivery stands in that column.
+pub fn provider_row(p: &Provider, now: jiff::Timestamp) -> Row {
+    let last = p
+        .status
+        .as_ref()
+        .and_then(|s| s.last_delivery.as_ref())
+        .map(|d| format!("{} {}", d.result, d.event));
+    row(p, p.spec.suspend, last, now)
+}
+
+pub async fn providers(client: &Client, namespace: Option<&str>) -> Result<Vec<Row>, kube::Error> {
+    let now = jiff::Timestamp::now();
+    let rows = listed::<Provider>(client, namespace).await?;
+    Ok(sorted(rows.iter().map(|p| provider_row(p, now)).collect()))
+}
+
+pub async fn alerts(client: &Client, namespace: Option<&str>) -> Result<Vec<Row>, kube::Error> {
+    let now = jiff::Timestamp::now();
+    let rows = listed::<Alert>(client, namespace)
+        .await?
+        .iter()
+        .map(|a| {
+            // An Alert has no revision: its Provider stands in that column.
+            let to = format!("to {}", a.spec.provider_ref.name);
+            row(a, a.spec.suspend, Some(to), now)
         })
         .collect();
     Ok(sorted(rows))

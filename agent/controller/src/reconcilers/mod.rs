@@ -9,6 +9,7 @@ pub mod deploy;
 pub mod fetch;
 pub mod gitrepository;
 pub mod kustomization;
+pub mod notification;
 pub mod ocirepository;
 pub mod source;
 pub mod source_url;
@@ -28,6 +29,8 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
             kustomization::run(ctx.clone(), namespace.clone()),
             application::run(ctx.clone(), namespace.clone()),
             applicationset::run(ctx.clone(), namespace.clone()),
+            notification::run_providers(ctx.clone(), namespace.clone()),
+            notification::run_alerts(ctx.clone(), namespace.clone()),
             crate::webhook::run(ctx.clone(), namespace),
         )
     };

@@ -39,6 +39,8 @@ pub struct Context {
     pub settings: Settings,
     /// The shards this replica holds: the gate of every reconcile.
     pub shards: Arc<crate::shards::Shards>,
+    /// Alerts and Providers: where events about skewer's objects are told.
+    pub notifier: crate::notify::deliver::Notifier,
 }
 
 impl Context {
@@ -59,6 +61,7 @@ impl Context {
         };
         Ok(Arc::new(Self {
             recorder: Recorder::new(client.clone(), reporter),
+            notifier: crate::notify::deliver::Notifier::new(Some(client.clone()), metrics.clone()),
             targets: Targets::new(hub, client.clone(), registry).await?,
             client,
             store: Store::new(data_dir.join("artifacts")),
@@ -81,6 +84,51 @@ impl Context {
         for owner in owners {
             drift.forget_owner(owner);
         }
+    }
+
+    /// Tells the Alerts selecting `obj` what happened to it (at `revision`): queued, never
+    /// waited for.
+    pub fn notify<K: crate::api::Reconciled>(
+        &self,
+        obj: &K,
+        revision: Option<&str>,
+        reason: Reason,
+        message: &str,
+        phase: crate::notify::event::Phase,
+    ) {
+        use crate::notify::event::{Event as Note, InvolvedObject, Phase, REVISION_KEY, Severity};
+        use kube::ResourceExt;
+        if !self.notifier.listening() {
+            return;
+        }
+        let meta = obj.meta();
+        let mut metadata = std::collections::BTreeMap::new();
+        if let Some(r) = revision {
+            metadata.insert(REVISION_KEY.to_string(), r.to_string());
+        }
+        let note = Note {
+            involved_object: InvolvedObject {
+                kind: K::KIND.into(),
+                namespace: obj.namespace().unwrap_or_default(),
+                name: obj.name_any(),
+                uid: meta.uid.clone().unwrap_or_default(),
+                api_version: K::api_version(&()).into_owned(),
+            },
+            severity: if phase == Phase::Failed {
+                Severity::Error
+            } else {
+                Severity::Info
+            },
+            timestamp: jiff::Timestamp::now().to_string(),
+            message: bounded(message, MAX_EVENT_NOTE),
+            reason: reason.as_str().into(),
+            metadata,
+            reporting_controller: "skewer".into(),
+            reporting_instance: std::env::var("POD_NAME").unwrap_or_default(),
+            labels: meta.labels.clone().unwrap_or_default(),
+            phase,
+        };
+        self.notifier.publish(&note);
     }
 
     /// Publishes a Kubernetes Event about `obj`; failures are logged, never fatal.

@@ -73,6 +73,18 @@ impl Sharded for crate::api::GitRepository {}
 impl Sharded for crate::api::OCIRepository {}
 impl Sharded for crate::api::ApplicationSet {}
 
+/// Every replica registers every Provider and Alert: an event may happen in any shard.
+impl Sharded for crate::api::Provider {
+    fn shard_key(&self, _ctx: &Context) -> Option<String> {
+        None
+    }
+}
+impl Sharded for crate::api::Alert {
+    fn shard_key(&self, _ctx: &Context) -> Option<String> {
+        None
+    }
+}
+
 /// Every replica registers every Receiver: a push may reach any of them.
 impl Sharded for crate::api::Receiver {
     fn shard_key(&self, _ctx: &Context) -> Option<String> {

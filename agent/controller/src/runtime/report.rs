@@ -15,6 +15,7 @@ use super::outcome::{Done, Failure, Schedule, result_label};
 use super::status::{self, Reconciled};
 use super::{Error, MAX_CONDITION_MESSAGE};
 use crate::api::conditions::{self, READY};
+use crate::notify::event::Phase;
 
 /// The key under which an object's consecutive failures are counted.
 pub fn failure_key<K: Reconciled>(obj: &K) -> String {
@@ -104,6 +105,15 @@ impl<'a, K: Reconciled> Session<'a, K> {
                     ..f
                 }
             });
+        let phase = if result.is_ok() {
+            Phase::Succeeded
+        } else {
+            Phase::Failed
+        };
+        let (reason, message) = match &result {
+            Ok(d) => (d.event, d.message.clone()),
+            Err(f) => (f.reason, f.message.clone()),
+        };
         let (action, event) = match result {
             Ok(done) => {
                 conditions::mark_ready(
@@ -144,6 +154,12 @@ impl<'a, K: Reconciled> Session<'a, K> {
         *K::observed_generation(&mut status) = generation;
         if force_write || status != old {
             status::write(&ctx.client, obj, &status).await?;
+        }
+        // Alerts hear what Events say, and of every new revision's outcome (a commit status
+        // needs one per commit, even when the message is the last one's).
+        let revision = K::revision(&status);
+        if event.is_some() || revision != K::revision(&old) {
+            ctx.notify(obj, revision, reason, &message, phase);
         }
         // After the status write, so that an event's round trip never delays what status says.
         if let Some((warning, reason, note)) = event {

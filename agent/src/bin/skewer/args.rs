@@ -431,6 +431,13 @@ pub enum Get {
     /// Receivers: ready, webhook path, age, message.
     #[command(alias = "receiver")]
     Receivers(ListArgs),
+    /// Providers: ready, the last delivery (its result and the event it carried), age,
+    /// message.
+    #[command(alias = "provider")]
+    Providers(ListArgs),
+    /// Alerts: ready, the Provider their events go to, age, message.
+    #[command(alias = "alert")]
+    Alerts(ListArgs),
     /// Applications: sync status, health, revision, and why they are not Ready.
     #[command(alias = "apps", alias = "app", alias = "application")]
     Applications(ListArgs),

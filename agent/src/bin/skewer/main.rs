@@ -477,6 +477,8 @@ async fn get(what: Get) -> Result<()> {
         Get::Kustomizations(a) => (a, Listed::Kustomizations),
         Get::Sources(a) => (a, Listed::Sources),
         Get::Receivers(a) => (a, Listed::Receivers),
+        Get::Providers(a) => (a, Listed::Providers),
+        Get::Alerts(a) => (a, Listed::Alerts),
         Get::Applications(args) => {
             let namespace = (!args.all_namespaces).then_some(args.namespace.clone());
             let all = args.all_namespaces;
@@ -551,6 +553,8 @@ async fn get(what: Get) -> Result<()> {
                 Listed::Kustomizations => get::kustomizations(&client, ns).await,
                 Listed::Sources => get::sources(&client, ns).await,
                 Listed::Receivers => get::receivers(&client, ns).await,
+                Listed::Providers => get::providers(&client, ns).await,
+                Listed::Alerts => get::alerts(&client, ns).await,
             }?)
         },
     )
@@ -563,6 +567,8 @@ enum Listed {
     Kustomizations,
     Sources,
     Receivers,
+    Providers,
+    Alerts,
 }
 
 #[cfg(test)]

@@ -38,6 +38,7 @@ use crate::api::{FIELD_MANAGER, OwnerKey};
 use crate::appsource::Wanted;
 use crate::artifacts::{self, ArtifactRef};
 use crate::metrics::InFlight;
+use crate::notify::event::Phase;
 use crate::runtime::Settings;
 use crate::runtime::context::Context;
 use crate::runtime::report::Session;
@@ -360,6 +361,7 @@ impl<D: Deploy> Shared<'_, D> {
         };
         let revision = artifact.revision.as_str();
         tracing::Span::current().record("revision", revision);
+        let new_revision = D::revision(status) != Some(revision);
         D::fetched(status, Some(revision));
 
         // Nothing changed since this process applied it in full, and drift is corrected from
@@ -374,6 +376,16 @@ impl<D: Deploy> Shared<'_, D> {
         };
         if unchanged {
             return Ok(D::done(revision, true)).into();
+        }
+        if new_revision {
+            let message = format!("Syncing revision {revision}");
+            ctx.notify(
+                obj,
+                Some(revision),
+                Reason::Progressing,
+                &message,
+                Phase::Started,
+            );
         }
         let whole = obj.reads_outside_path();
         let files =

@@ -1,0 +1,205 @@
+//! Issue 28 acceptance: commit statuses on a Git host and signed alerts, from the daemon to a
+//! real HTTPS server on loopback that answers as GitHub's and GitLab's REST APIs do.
+
+mod common;
+
+use anyhow::Result;
+use common::*;
+use skewer_e2e::hostapi::{HostApi, Received};
+use skewer_e2e::{eventually, kc, kc_apply};
+
+/// The states posted for `commit` at `path_prefix` (a host's status endpoint), oldest first,
+/// each with the context (GitHub) or name (GitLab) it carried.
+fn states(received: &[Received], path_prefix: &str, commit: &str) -> Vec<(String, String)> {
+    received
+        .iter()
+        .filter(|r| r.path.starts_with(path_prefix) && r.path.ends_with(commit))
+        .map(|r| {
+            let context = r.body["context"]
+                .as_str()
+                .or(r.body["name"].as_str())
+                .unwrap_or_default();
+            let state = r.body["state"].as_str().unwrap_or_default();
+            (state.to_string(), context.to_string())
+        })
+        .collect()
+}
+
+fn provider(ns: &str, name: &str, kind: &str, address: &str, secret: &str) -> String {
+    format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Provider\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  type: {kind}\n  address: {address}\n  secretRef: {{name: {secret}}}\n  certSecretRef: {{name: ca}}\n"
+    )
+}
+
+fn alert(ns: &str, name: &str, provider: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Alert\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  providerRef: {{name: {provider}}}\n  eventSources:\n  - {{kind: Kustomization, name: app}}\n{extra}"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn commit_statuses_follow_each_revision_and_alerts_are_signed() -> Result<()> {
+    let f = Fixture::new("notify").await?;
+    let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
+    let api = HostApi::start("api-token", "hook-key")?;
+    put_secret(c, &ns, "token", &[("token", "api-token")]).await?;
+    put_secret(c, &ns, "hmac", &[("token", "hook-key")]).await?;
+    put_secret(c, &ns, "ca", &[("ca.crt", &api.ca_pem)]).await?;
+    let url = &api.url;
+    // Not github.com: GitHub Enterprise's API, under /api/v3.
+    kc_apply(&provider(
+        &ns,
+        "github",
+        "github",
+        &format!("{url}/org/repo.git"),
+        "token",
+    ))?;
+    kc_apply(&provider(
+        &ns,
+        "gitlab",
+        "gitlab",
+        &format!("{url}/group/project"),
+        "token",
+    ))?;
+    kc_apply(&provider(
+        &ns,
+        "hook",
+        "generic-hmac",
+        &format!("{url}/hook/in"),
+        "hmac",
+    ))?;
+    kc_apply(&alert(&ns, "github", "github", ""))?;
+    kc_apply(&alert(&ns, "gitlab", "gitlab", ""))?;
+    kc_apply(&alert(&ns, "hook", "hook", "  eventSeverity: error\n"))?;
+
+    let cm = |name: &str, data: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n{data}"
+        )
+    };
+    repo.write("cm.yaml", &cm("settings", "  mode: \"on\"\n"))?;
+    let good = repo.commit("good")?;
+    let skewer = f.start(&[])?;
+    // The source first, so that the Kustomization's first outcome is the sync's.
+    eventually("the source's artifact", WAIT, || async {
+        git_revision(c, &ns, "src").await
+    })
+    .await?;
+    kustomization(&ns, "app", "src", "./", "  prune: true\n")?;
+    wait_applied(c, &ns, "app", &good).await?;
+
+    // Flux's context: the kind, the name, and the first part of the Provider's uid.
+    let context = |provider: &str| -> Result<String> {
+        let uid = kc(&[
+            "get",
+            "provider",
+            provider,
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ])?;
+        let prefix = uid.split('-').next().unwrap_or_default();
+        Ok(format!("kustomization/app/{prefix}"))
+    };
+    let (gh_context, gl_context) = (context("github")?, context("gitlab")?);
+    let github = "/api/v3/repos/org/repo/statuses/";
+    let gitlab = "/api/v4/projects/group%2Fproject/statuses/";
+    let both = |commit: &str, last: &str| {
+        let received = api.received();
+        let gh = states(&received, github, commit);
+        let gl = states(&received, gitlab, commit);
+        let done = gh.last().is_some_and(|(s, _)| s == last)
+            && gl.last().is_some_and(|(s, _)| s != "pending");
+        done.then_some((gh, gl))
+    };
+    let (gh, gl) = eventually("success statuses for the good commit", WAIT, || async {
+        Ok(both(&good, "success"))
+    })
+    .await
+    .map_err(|e| {
+        let objects = kc(&["get", "providers,alerts", "-n", &ns, "-o", "yaml"]).unwrap_or_default();
+        anyhow::anyhow!("{e}\n{objects}\nreceived: {:?}", api.received())
+    })?;
+    assert_eq!(
+        gh,
+        [
+            ("pending".to_string(), gh_context.clone()),
+            ("success".to_string(), gh_context.clone())
+        ]
+    );
+    assert_eq!(
+        gl,
+        [
+            ("pending".to_string(), gl_context.clone()),
+            ("success".to_string(), gl_context.clone())
+        ]
+    );
+    assert!(
+        api.received().iter().all(|r| r.authorized),
+        "every request carried the right credentials: {:?}",
+        api.received()
+    );
+
+    // A commit whose ConfigMap the API server refuses: `failure`, with the reason.
+    repo.write("bad.yaml", &cm("bad", "  count: 1\n"))?;
+    let bad = repo.commit("bad")?;
+    wait_failed(c, &ns, "app", |_, msg| msg.contains("bad")).await?;
+    let (gh, gl) = eventually("failure statuses for the bad commit", WAIT, || async {
+        Ok(both(&bad, "failure"))
+    })
+    .await?;
+    assert_eq!(gh.first().map(|(s, _)| s.as_str()), Some("pending"));
+    assert_eq!(gl.last().map(|(s, _)| s.as_str()), Some("failed"));
+    let received = api.received();
+    let failure = received
+        .iter()
+        .rev()
+        .find(|r| r.path.starts_with(github) && r.path.ends_with(&bad))
+        .expect("a GitHub status for the bad commit");
+    let description = failure.body["description"].as_str().unwrap_or_default();
+    assert!(
+        description.contains("ConfigMap") && description.contains("bad"),
+        "the description names what failed: {description}"
+    );
+    assert!(description.chars().count() <= 140);
+
+    // The webhook: one signed message for the failure, however often it is retried, and none
+    // for the successes (eventSeverity: error).
+    eventually("the failure retried twice", WAIT, || async {
+        let failed = skewer.logs().matches("reconcile failed").count();
+        Ok((failed >= 3).then_some(()))
+    })
+    .await?;
+    let all_hooks: Vec<Received> = api
+        .received()
+        .into_iter()
+        .filter(|r| r.path.starts_with("/hook/"))
+        .collect();
+    assert!(
+        all_hooks.iter().all(|r| r.body["severity"] == "error"),
+        "no successes: {all_hooks:?}"
+    );
+    let revision = format!("main@sha1:{bad}");
+    let hooks: Vec<&Received> = all_hooks
+        .iter()
+        .filter(|r| r.body["metadata"]["skewer.dev/revision"] == revision.as_str())
+        .collect();
+    assert_eq!(hooks.len(), 1, "one message per failure: {all_hooks:?}");
+    assert!(hooks[0].authorized, "the HMAC signature checks out");
+    assert_eq!(hooks[0].body["severity"], "error");
+    assert_eq!(hooks[0].body["involvedObject"]["name"], "app");
+
+    // The Provider says how its last delivery went.
+    let last = kc(&[
+        "get",
+        "provider",
+        "github",
+        "-n",
+        &ns,
+        "-o",
+        "jsonpath={.status.lastDelivery.result}",
+    ])?;
+    assert_eq!(last, "Delivered");
+    Ok(())
+}
