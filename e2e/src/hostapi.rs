@@ -3,7 +3,8 @@
 //! Bearer`), GitLab's (`POST /api/v4/projects/{id}/statuses/{sha}`, `PRIVATE-TOKEN`), and a
 //! webhook (`POST /hook/...`) that checks Flux's `X-Signature: sha256=<hex>` HMAC. Every
 //! request is recorded with whether its credentials and signature held; a request with wrong
-//! credentials is answered 401 as the hosts do.
+//! credentials is answered 401 as the hosts do. A host that is down: `/fail/...` answers 500,
+//! `/hang/...` never answers.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -14,7 +15,7 @@ use serde::Deserialize;
 use crate::git::{serve_on_free_port, stop_with_children};
 
 const SERVER: &str = r#"
-import hashlib, hmac, http.server, json, re, ssl, sys
+import hashlib, hmac, http.server, json, re, ssl, sys, time
 port, cert, key, log, token, hmac_key = sys.argv[1:7]
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -39,7 +40,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             parsed = None
         with open(log, "a") as f:
             f.write(json.dumps({"path": path, "authorized": authorized, "body": parsed}) + "\n")
-        if not authorized:
+        if path.startswith("/hang/"):
+            time.sleep(3600)
+        if path.startswith("/fail/"):
+            self.send_response(500)
+            answer = b'{"message": "down for maintenance"}'
+        elif not authorized:
             self.send_response(401)
             answer = b'{"message": "Bad credentials"}'
         elif github or gitlab or path.startswith("/hook/"):

@@ -203,3 +203,117 @@ async fn commit_statuses_follow_each_revision_and_alerts_are_signed() -> Result<
     assert_eq!(last, "Delivered");
     Ok(())
 }
+
+/// A Provider that answers 500 and one that never answers: syncs go on as before, the failing
+/// one is tried a bounded number of times and says so (its `lastDelivery`, a Warning Event),
+/// and the others still deliver.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_provider_that_is_down_never_holds_a_sync_back() -> Result<()> {
+    let f = Fixture::new("notifydown").await?;
+    let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
+    let api = HostApi::start("api-token", "hook-key")?;
+    put_secret(c, &ns, "token", &[("token", "api-token")]).await?;
+    put_secret(c, &ns, "ca", &[("ca.crt", &api.ca_pem)]).await?;
+    let url = &api.url;
+    kc_apply(&provider(
+        &ns,
+        "down",
+        "generic",
+        &format!("{url}/fail/in"),
+        "token",
+    ))?;
+    // The longest timeout a Provider may have: its first request is outstanding for the whole
+    // test.
+    kc_apply(&format!(
+        "{}  timeout: 5m\n",
+        provider(&ns, "stuck", "generic", &format!("{url}/hang/in"), "token")
+    ))?;
+    kc_apply(&provider(
+        &ns,
+        "github",
+        "github",
+        &format!("{url}/org/repo"),
+        "token",
+    ))?;
+    for name in ["down", "stuck", "github"] {
+        kc_apply(&alert(&ns, name, name, ""))?;
+    }
+    let cm = |value: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: {ns}\ndata:\n  mode: \"{value}\"\n"
+        )
+    };
+    repo.write("cm.yaml", &cm("one"))?;
+    let first = repo.commit("one")?;
+    let _skewer = f.start(&[])?;
+    eventually("the source's artifact", WAIT, || async {
+        git_revision(c, &ns, "src").await
+    })
+    .await?;
+    kustomization(&ns, "app", "src", "./", "  prune: true\n")?;
+    wait_applied(c, &ns, "app", &first).await?;
+
+    let last_delivery = |provider: &str| {
+        kc(&[
+            "get",
+            "provider",
+            provider,
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.status.lastDelivery.result} {.status.lastDelivery.message}",
+        ])
+    };
+    let failed = eventually("the failing Provider to give up", WAIT, || async {
+        let last = last_delivery("down")?;
+        Ok(last.starts_with("Failed").then_some(last))
+    })
+    .await?;
+    assert!(failed.contains("500"), "{failed}");
+    assert!(failed.contains("after 3 tries"), "{failed}");
+    let to_down = |api: &HostApi| {
+        api.received()
+            .iter()
+            .filter(|r| r.path.starts_with("/fail/"))
+            .count()
+    };
+    assert_eq!(to_down(&api), 3, "one event, tried three times");
+    eventually(
+        "a DeliveryFailed Warning Event on the Provider",
+        WAIT,
+        || async {
+            let reasons = event_reasons(
+                &ns,
+                "involvedObject.kind=Provider,involvedObject.name=down,type=Warning",
+            )?;
+            Ok(reasons.contains("DeliveryFailed").then_some(()))
+        },
+    )
+    .await?;
+
+    // A second commit syncs as the first did, while the stuck Provider's first request is still
+    // unanswered, and the healthy Provider hears of both.
+    repo.write("cm.yaml", &cm("two"))?;
+    let second = repo.commit("two")?;
+    wait_applied(c, &ns, "app", &second).await?;
+    eventually("GitHub's success for the second commit", WAIT, || async {
+        let done = api
+            .received()
+            .iter()
+            .any(|r| r.path.ends_with(&second) && r.body["state"] == "success" && r.authorized);
+        Ok(done.then_some(()))
+    })
+    .await?;
+    assert_eq!(
+        last_delivery("stuck")?.trim(),
+        "",
+        "the stuck Provider's first delivery is still in flight"
+    );
+    let to_stuck = api
+        .received()
+        .iter()
+        .filter(|r| r.path.starts_with("/hang/"))
+        .count();
+    assert_eq!(to_stuck, 1, "one request in flight, the rest queued");
+    Ok(())
+}
