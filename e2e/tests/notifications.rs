@@ -121,19 +121,21 @@ async fn commit_statuses_follow_each_revision_and_alerts_are_signed() -> Result<
         let objects = kc(&["get", "providers,alerts", "-n", &ns, "-o", "yaml"]).unwrap_or_default();
         anyhow::anyhow!("{e}\n{objects}\nreceived: {:?}", api.received())
     })?;
-    assert_eq!(
-        gh,
-        [
-            ("pending".to_string(), gh_context.clone()),
-            ("success".to_string(), gh_context.clone())
-        ]
-    );
-    assert_eq!(
-        gl,
-        [
-            ("pending".to_string(), gl_context.clone()),
-            ("success".to_string(), gl_context.clone())
-        ]
+    // `pending` first, then the outcome, all in the Provider's context. (A `pending` that its
+    // outcome caught up with in the queue is not sent, so it may be missing on a slow host.)
+    let ends = |states: &[(String, String)], context: &str, outcome: &str| {
+        let names: Vec<&str> = states.iter().map(|(s, _)| s.as_str()).collect();
+        assert!(
+            names == ["pending", outcome] || names == [outcome],
+            "{states:?}"
+        );
+        assert!(states.iter().all(|(_, c)| c == context), "{states:?}");
+    };
+    ends(&gh, &gh_context, "success");
+    ends(&gl, &gl_context, "success");
+    assert!(
+        gh.len() + gl.len() > 2,
+        "a sync's start reached a host as pending: {gh:?} {gl:?}"
     );
     assert!(
         api.received().iter().all(|r| r.authorized),
@@ -149,8 +151,8 @@ async fn commit_statuses_follow_each_revision_and_alerts_are_signed() -> Result<
         Ok(both(&bad, "failure"))
     })
     .await?;
-    assert_eq!(gh.first().map(|(s, _)| s.as_str()), Some("pending"));
-    assert_eq!(gl.last().map(|(s, _)| s.as_str()), Some("failed"));
+    ends(&gh, &gh_context, "failure");
+    ends(&gl, &gl_context, "failed");
     let received = api.received();
     let failure = received
         .iter()

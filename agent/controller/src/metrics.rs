@@ -36,8 +36,9 @@ pub struct WebhookLabels {
 pub struct NotificationLabels {
     /// The Provider's type (`github`, `slack`, …): bounded, whatever tenants create.
     pub provider: String,
-    /// `delivered`, `failed` (after its retries), `dropped` (its queue was full) or
-    /// `deduplicated` (the same event within the window).
+    /// `delivered`, `failed` (after its retries), `dropped` (its queue was full),
+    /// `deduplicated` (the same event within the window) or `superseded` (a commit status a
+    /// newer one for the same commit overtook in the queue).
     pub result: &'static str,
 }
 

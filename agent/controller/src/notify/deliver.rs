@@ -2,9 +2,12 @@
 //! never waits); each Provider has a bounded queue and one task that sends from it, at most
 //! [`PER_SECOND`] requests a second, each within the Provider's timeout, retried with backoff
 //! on a timeout, a 429 or a 5xx at most [`ATTEMPTS`] times. A Provider that is down fills only
-//! its own queue; what does not fit is dropped and counted. The same event for the same
+//! its own queue, and all queues together hold at most [`QUEUED_AT_MOST`] events; what does
+//! not fit is dropped and counted. The same event for the same
 //! Provider within [`DEDUP_WINDOW`] is sent once (a failing Kustomization retried every few
-//! seconds makes one message, not one per retry).
+//! seconds makes one message, not one per retry). A commit status still queued when a newer
+//! one for the same object and revision is queued is not sent: the host would show the newer
+//! one at once anyway.
 //!
 //! Outcomes go to `skewer_notifications_total{provider,result}`, to the Provider's
 //! `status.lastDelivery` (written when the result changes, at most every
@@ -13,6 +16,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -28,8 +32,11 @@ use super::provider::{Endpoint, Outgoing};
 use crate::api::notification::{Delivery, Provider};
 use crate::metrics::Metrics;
 
-/// Events waiting for one Provider; more are dropped (and counted).
-pub const QUEUE: usize = 256;
+/// Events waiting for one Provider; more are dropped (and counted). A new revision of a
+/// repository many Kustomizations read makes two events each (its start and its end).
+pub const QUEUE: usize = 4096;
+/// Events waiting for all Providers together, whatever tenants create: about 1 KiB each.
+pub const QUEUED_AT_MOST: usize = 16_384;
 /// The same event for the same Provider is sent once within this window (Flux's default).
 pub const DEDUP_WINDOW: Duration = Duration::from_secs(300);
 /// Remembered events for deduplication, at most.
@@ -56,6 +63,8 @@ pub struct Notifier {
 
 struct Inner {
     state: Mutex<State>,
+    /// Events queued for any Provider, at most [`QUEUED_AT_MOST`].
+    queued: AtomicUsize,
     metrics: Arc<Metrics>,
     report: Report,
 }
@@ -66,6 +75,17 @@ struct State {
     providers: HashMap<Key, Destination>,
     /// Dedup key → when it was queued.
     seen: HashMap<u64, Instant>,
+    /// Numbers the queued events, for [`Latest`].
+    queued_events: u64,
+}
+
+/// For a commit status, only the last state of a commit's context counts: the number of the
+/// newest event queued for each (object, revision), so that older ones still queued are not
+/// sent (a `pending` that its sync's `success` caught up with).
+type Latest = Arc<Mutex<HashMap<(String, Option<String>), u64>>>;
+
+fn latest_key(e: &Event) -> (String, Option<String>) {
+    (e.subject(), e.revision().map(str::to_string))
 }
 
 struct Registered {
@@ -86,7 +106,8 @@ pub struct Target {
 struct Destination {
     current: Arc<Mutex<Arc<Target>>>,
     suspended: bool,
-    queue: mpsc::Sender<Event>,
+    queue: mpsc::Sender<(u64, Event)>,
+    latest: Latest,
 }
 
 /// Where outcomes are written: the Provider's status and Events (none in unit tests).
@@ -114,6 +135,7 @@ impl Notifier {
         Self {
             inner: Arc::new(Inner {
                 state: Mutex::default(),
+                queued: AtomicUsize::new(0),
                 metrics,
                 report: Report {
                     client,
@@ -149,11 +171,13 @@ impl Notifier {
             return;
         }
         let current = Arc::new(Mutex::new(Arc::new(target)));
+        let latest = Latest::default();
         let (queue, rx) = mpsc::channel(QUEUE);
         tokio::spawn(deliver(
             self.inner.clone(),
             key.clone(),
             current.clone(),
+            latest.clone(),
             rx,
         ));
         state.providers.insert(
@@ -162,6 +186,7 @@ impl Notifier {
                 current,
                 suspended,
                 queue,
+                latest,
             },
         );
     }
@@ -189,6 +214,7 @@ impl Notifier {
             alerts,
             providers,
             seen,
+            queued_events,
         } = &mut *state;
         for ((ns, _), alert) in alerts.iter() {
             if alert.suspended || !alert.rules.matches(event) {
@@ -198,12 +224,13 @@ impl Notifier {
             let Some(dest) = providers.get(&key).filter(|d| !d.suspended) else {
                 continue;
             };
-            let kind = lock(&dest.current).endpoint.kind;
+            let provider_kind = lock(&dest.current).endpoint.kind;
+            let commit_status = provider_kind.is_commit_status();
             // A sync's start only moves a commit status.
-            if event.phase == Phase::Started && !kind.is_commit_status() {
+            if event.phase == Phase::Started && !commit_status {
                 continue;
             }
-            let kind = kind.name();
+            let kind = provider_kind.name();
             let dressed = alert.rules.dress(event);
             let fingerprint = fingerprint(&key, &dressed);
             if seen
@@ -220,7 +247,23 @@ impl Notifier {
                 }
             }
             seen.insert(fingerprint, now);
-            if dest.queue.try_send(dressed).is_err() {
+            *queued_events += 1;
+            let number = *queued_events;
+            let newest = commit_status.then(|| (latest_key(&dressed), number));
+            let before = newest
+                .as_ref()
+                .and_then(|(k, n)| lock(&dest.latest).insert(k.clone(), *n));
+            let queued = &self.inner.queued;
+            let room = queued.fetch_add(1, Ordering::SeqCst) < QUEUED_AT_MOST;
+            if !room || dest.queue.try_send((number, dressed)).is_err() {
+                queued.fetch_sub(1, Ordering::SeqCst);
+                if let Some((k, _)) = newest {
+                    let mut latest = lock(&dest.latest);
+                    match before {
+                        Some(b) => latest.insert(k, b),
+                        None => latest.remove(&k),
+                    };
+                }
                 self.inner.metrics.notification(kind, "dropped");
                 warn!(provider = %format!("{}/{}", key.0, key.1), event = %event.subject(), "notification dropped: the Provider's queue is full");
             }
@@ -246,12 +289,30 @@ async fn deliver(
     inner: Arc<Inner>,
     key: Key,
     current: Arc<Mutex<Arc<Target>>>,
-    mut rx: mpsc::Receiver<Event>,
+    latest: Latest,
+    mut rx: mpsc::Receiver<(u64, Event)>,
 ) {
     let gap = Duration::from_secs(1) / PER_SECOND;
     let mut last: Option<tokio::time::Instant> = None;
-    while let Some(event) = rx.recv().await {
+    while let Some((number, event)) = rx.recv().await {
+        inner.queued.fetch_sub(1, Ordering::SeqCst);
         let target = lock(&current).clone();
+        if target.endpoint.kind.is_commit_status() {
+            let mut latest = lock(&latest);
+            let key = latest_key(&event);
+            match latest.get(&key) {
+                Some(&newest) if newest > number => {
+                    inner
+                        .metrics
+                        .notification(target.endpoint.kind.name(), "superseded");
+                    continue;
+                }
+                Some(_) => {
+                    latest.remove(&key);
+                }
+                None => {}
+            }
+        }
         let Some(request) = target.endpoint.request(&event) else {
             continue;
         };

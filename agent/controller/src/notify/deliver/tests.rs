@@ -254,3 +254,77 @@ async fn commit_statuses_reach_the_hosts_api() {
     assert_eq!(body["state"], "success");
     assert_eq!(received[0].0["authorization"], "Bearer key");
 }
+
+#[tokio::test]
+async fn all_queues_together_are_bounded() {
+    let (server, url) = serve().await;
+    server.hang.store(true, Ordering::SeqCst);
+    let metrics = Arc::new(Metrics::default());
+    let n = Notifier::new(None, metrics.clone());
+    // Five Providers that never answer, each with an Alert on every Kustomization: one
+    // tenant's many Providers cannot hold more than the shared bound.
+    for i in 0..5 {
+        let spec = ProviderSpec {
+            kind: "generic".into(),
+            address: Some(format!("{url}/in{i}")),
+            ..Default::default()
+        };
+        let target = Target {
+            endpoint: Endpoint::new(&spec, "uid", None).expect("a valid provider"),
+            client: reqwest::Client::new(),
+            timeout: Duration::from_secs(30),
+            object: ObjectReference::default(),
+        };
+        let key = ("apps".to_string(), format!("p{i}"));
+        n.set_provider(key.clone(), target, false);
+        let rules = Rules::new("apps", &every_kustomization()).unwrap();
+        n.set_alert(("apps".into(), format!("a{i}")), rules, key.1, false);
+    }
+    let per = QUEUE;
+    for i in 0..per {
+        n.publish(&event("web", Severity::Error, &format!("failure {i}")));
+    }
+    let dropped = count(&metrics, "generic", "dropped") as usize;
+    assert_eq!(dropped, 5 * per - QUEUED_AT_MOST, "the shared bound holds");
+}
+
+#[tokio::test]
+async fn a_pending_status_its_outcome_caught_up_with_is_not_sent() {
+    let (server, n, metrics) = started("github", Duration::from_secs(5)).await;
+    let at_commit = |name: &str, phase: Phase| {
+        let mut e = event(name, Severity::Info, "a message");
+        e.phase = phase;
+        e.metadata.insert(
+            REVISION_KEY.into(),
+            "main@sha1:0df2d77f9e3c8a1b2c3d4e5f60718293a4b5c6d7".into(),
+        );
+        e
+    };
+    // Both are queued before the Provider's task runs: only the outcome is sent.
+    n.publish(&at_commit("web", Phase::Started));
+    n.publish(&at_commit("web", Phase::Succeeded));
+    n.publish(&at_commit("db", Phase::Started));
+    until("two statuses", || {
+        count(&metrics, "github", "delivered") == 2
+    })
+    .await;
+    assert_eq!(count(&metrics, "github", "superseded"), 1);
+    let states: Vec<String> = lock(&server.received)
+        .iter()
+        .map(|(_, body)| {
+            let v: serde_json::Value = serde_json::from_slice(body).unwrap();
+            format!(
+                "{} {}",
+                v["context"].as_str().unwrap(),
+                v["state"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [
+            "kustomization/web/uid success",
+            "kustomization/db/uid pending"
+        ]
+    );
+}
