@@ -10,7 +10,7 @@ use anyhow::{Context as _, Result, ensure};
 use common::*;
 use skewer_e2e::browser::Browser;
 use skewer_e2e::git::{GitServer, free_port};
-use skewer_e2e::{Skewer, hub, kc, kc_apply, root};
+use skewer_e2e::{Skewer, eventually, hub, kc, kc_apply, root};
 
 const SECRET: &str = "hunter2-dashboard-value";
 
@@ -363,4 +363,69 @@ async fn application_sets_are_listed_with_their_applications() -> Result<()> {
         ]
     );
     Ok(())
+}
+
+/// A Provider is listed with its last delivery where others show a revision, and its page says
+/// how that delivery went, without its address (a webhook's path is often its secret).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_providers_last_delivery_is_on_the_dashboard() -> Result<()> {
+    let f = Fixture::new("uiprovider").await?;
+    let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
+    let api = skewer_e2e::hostapi::HostApi::start("unused", "hook-key")?;
+    put_secret(c, &ns, "hmac", &[("token", "hook-key")]).await?;
+    put_secret(c, &ns, "ca", &[("ca.crt", &api.ca_pem)]).await?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Provider\nmetadata: {{name: hook, namespace: {ns}}}\nspec:\n  type: generic-hmac\n  address: {}/hook/secret-path\n  secretRef: {{name: hmac}}\n  certSecretRef: {{name: ca}}\n---\napiVersion: skewer.dev/v1alpha1\nkind: Alert\nmetadata: {{name: all, namespace: {ns}}}\nspec:\n  providerRef: {{name: hook}}\n  eventSources:\n  - {{kind: Kustomization, name: '*'}}\n",
+        api.url
+    ))?;
+    repo.write(
+        "cm.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings, namespace: {ns}}}\n"
+        ),
+    )?;
+    let commit = repo.commit("one")?;
+    let (skewer, port) = with_dashboard(|addr| {
+        let skewer = Skewer::start_with(&ns, &["--ui-addr", addr])?;
+        git_repository(&ns, "src", &repo.url)?;
+        Ok(skewer)
+    })?;
+    let result = async {
+        eventually("the source's artifact", WAIT, || async {
+            git_revision(c, &ns, "src").await
+        })
+        .await?;
+        kustomization(&ns, "app", "src", "./", "")?;
+        wait_applied(c, &ns, "app", &commit).await?;
+        let row = eventually("the Provider's delivery in the list", WAIT, || async {
+            let (code, body) = get(port, "/api/list?kind=Provider", None)?;
+            ensure!(code == 200, "{code}: {body}");
+            let list: serde_json::Value = serde_json::from_str(&body)?;
+            let item = list["items"][0].clone();
+            Ok(item["revision"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("Delivered"))
+                .then_some(item))
+        })
+        .await?;
+        assert_eq!(row["name"], "hook");
+        assert_eq!(
+            row["revision"],
+            format!("Delivered Kustomization/{ns}/app ReconciliationSucceeded")
+        );
+        let (code, body) = get(port, &format!("/api/object/Provider/{ns}/hook"), None)?;
+        ensure!(code == 200, "{code}: {body}");
+        let page: serde_json::Value = serde_json::from_str(&body)?;
+        let last = page["lastDelivery"].as_str().unwrap_or_default();
+        assert!(last.starts_with("Delivered at "), "{page}");
+        assert!(last.contains("201 Created"), "the host's answer: {last}");
+        assert!(
+            !body.contains("secret-path"),
+            "the address stays out: {body}"
+        );
+        assert!(api.received().iter().all(|r| r.authorized));
+        Ok(())
+    }
+    .await;
+    logged(&skewer, result)
 }

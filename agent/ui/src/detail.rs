@@ -35,6 +35,9 @@ struct Detail {
     /// Applications: the last sync operation (phase, message, when it finished).
     #[serde(skip_serializing_if = "Option::is_none")]
     last_sync: Option<String>,
+    /// Providers: the last delivery (its result, when, the event it carried, the answer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_delivery: Option<String>,
     last_applied_revision: String,
     last_attempted_revision: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -59,6 +62,7 @@ fn kind_of(word: &str) -> Option<Kind> {
         "ApplicationSet" => Some(Kind::ApplicationSet),
         "GitRepository" => Some(Kind::GitRepository),
         "OCIRepository" => Some(Kind::OCIRepository),
+        "Provider" => Some(Kind::Provider),
         _ => None,
     }
 }
@@ -106,6 +110,7 @@ pub(super) async fn object_page(
             Detail {
                 commit,
                 last_sync: None,
+                last_delivery: None,
                 item: list::kustomization(&o, now),
                 conditions: st.conditions,
                 artifact: None,
@@ -141,6 +146,7 @@ pub(super) async fn object_page(
             Detail {
                 commit: None,
                 last_sync,
+                last_delivery: None,
                 item: list::application(&o, now),
                 conditions: st.conditions.clone(),
                 artifact: None,
@@ -166,6 +172,7 @@ pub(super) async fn object_page(
             Detail {
                 commit: None,
                 last_sync: None,
+                last_delivery: None,
                 item: list::application_set(&o, now),
                 conditions: st.conditions,
                 artifact: None,
@@ -185,7 +192,29 @@ pub(super) async fn object_page(
             .oci
             .get(&key(&name, &namespace))
             .map(|o| source_detail(list::oci(&o, now), o.spec.url.clone(), o.status.clone())),
-        Kind::Receiver | Kind::Provider | Kind::Alert => None,
+        // Its address is not shown: a webhook's path is often its secret.
+        Kind::Provider => ui.providers.get(&key(&name, &namespace)).map(|o| {
+            let st = o.status.clone().unwrap_or_default();
+            let last_delivery = st
+                .last_delivery
+                .as_ref()
+                .map(|d| format!("{} at {}: {}: {}", d.result, d.time, d.event, d.message));
+            Detail {
+                commit: None,
+                last_sync: None,
+                last_delivery,
+                item: list::provider(&o, now),
+                conditions: st.conditions,
+                artifact: None,
+                source: format!("{} Provider", o.spec.kind),
+                last_applied_revision: String::new(),
+                last_attempted_revision: String::new(),
+                tree: None,
+                out_of_sync: Vec::new(),
+                events: Vec::new(),
+            }
+        }),
+        Kind::Receiver | Kind::Alert => None,
     };
     let Some(mut detail) = found else {
         return refuse(StatusCode::NOT_FOUND, "no such object");
@@ -237,6 +266,7 @@ fn source_detail(
         source: url,
         commit: None,
         last_sync: None,
+        last_delivery: None,
         last_attempted_revision: String::new(),
         tree: None,
         out_of_sync: Vec::new(),

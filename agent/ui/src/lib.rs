@@ -3,7 +3,7 @@
 //! [`Differ`] and [`Clusters`].
 //!
 //! Lists come from reflectors (skewer's own in-memory copies of its Kustomizations,
-//! Applications, ApplicationSets and sources, kept by watches), filtered and paginated here ([`list`]), so a
+//! Applications, ApplicationSets, sources and Providers, kept by watches), filtered and paginated here ([`list`]), so a
 //! page view costs no API request whatever the number of objects. A page of one object reads
 //! its inventory's objects live (their health, their origin) and its Events. Pages learn of
 //! changes through server-sent events (`/api/stream`: one `changed` message, coalesced over
@@ -37,7 +37,9 @@ use serde::Serialize;
 use tokio::sync::broadcast;
 
 use auth::{Authorizer, Viewer};
-use skewer_api::{Application, ApplicationSet, GitRepository, Kustomization, OCIRepository};
+use skewer_api::{
+    Application, ApplicationSet, GitRepository, Kustomization, OCIRepository, Provider,
+};
 use skewer_view::clusters::ClusterRow;
 
 pub(crate) const INDEX: &str = include_str!("assets/index.html");
@@ -67,6 +69,7 @@ pub struct Ui {
     sets: Store<ApplicationSet>,
     git: Store<GitRepository>,
     oci: Store<OCIRepository>,
+    providers: Store<Provider>,
     changed: broadcast::Sender<()>,
     auth: Option<Authorizer>,
     /// Where cluster registrations are read for the clusters page.
@@ -168,6 +171,7 @@ impl Ui {
             sets: reflect(skewer_api::scoped(c, ns), changed.clone(), light_set),
             git: reflect(skewer_api::scoped(c, ns), changed.clone(), unchanged),
             oci: reflect(skewer_api::scoped(c, ns), changed.clone(), unchanged),
+            providers: reflect(skewer_api::scoped(c, ns), changed.clone(), unchanged),
             auth: kubernetes_auth.then(|| Authorizer::new(client.clone())),
             changed,
             resources: skewer_appliers::resources::Resources::new(client.clone()),
@@ -281,6 +285,7 @@ pub(crate) fn plural(kind: &str) -> &'static str {
         "Application" => "applications",
         "ApplicationSet" => "applicationsets",
         "GitRepository" => "gitrepositories",
+        "Provider" => "providers",
         _ => "ocirepositories",
     }
 }
@@ -307,6 +312,7 @@ pub(crate) async fn list_page(
     );
     items.extend(ui.git.state().iter().map(|g| list::git(g, now)));
     items.extend(ui.oci.state().iter().map(|o| list::oci(o, now)));
+    items.extend(ui.providers.state().iter().map(|p| list::provider(p, now)));
     if ui.auth.is_some() {
         let mut allowed = std::collections::BTreeMap::new();
         let mut kept = Vec::with_capacity(items.len());

@@ -3,10 +3,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use skewer_api::{Application, ApplicationSet, GitRepository, Kustomization, OCIRepository};
+use skewer_api::{
+    Application, ApplicationSet, GitRepository, Kustomization, OCIRepository, Provider,
+};
 use skewer_view::{apps, appsets, table as get};
 
-/// One Kustomization, Application or source, as the dashboard lists it.
+/// One Kustomization, Application, source or Provider, as the dashboard lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Item {
@@ -68,6 +70,11 @@ pub fn git(g: &GitRepository, now: jiff::Timestamp) -> Item {
 
 pub fn oci(o: &OCIRepository, now: jiff::Timestamp) -> Item {
     get::oci_row(o, now).into()
+}
+
+/// A Provider, its last delivery where others have their revision.
+pub fn provider(p: &Provider, now: jiff::Timestamp) -> Item {
+    get::provider_row(p, now).into()
 }
 
 pub fn application(a: &Application, now: jiff::Timestamp) -> Item {

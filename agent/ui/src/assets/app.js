@@ -84,7 +84,7 @@ async function renderList() {
   const search = el("input", { type: "search", placeholder: "Search namespace, name, revision, message…", value: state.q,
     oninput: (e) => { state.q = e.target.value; state.page = 1; schedule(); } });
   const kinds = el("select", { onchange: (e) => { state.kind = e.target.value; state.page = 1; schedule(); } },
-    ["", "Kustomization", "Application", "ApplicationSet", "GitRepository", "OCIRepository"].map((k) =>
+    ["", "Kustomization", "Application", "ApplicationSet", "GitRepository", "OCIRepository", "Provider"].map((k) =>
       el("option", k === state.kind ? { value: k, selected: "" } : { value: k }, k || "All kinds")));
   const filter = (value, label) => el("button", { "aria-pressed": String(state.status === value),
     onclick: () => { state.status = value; state.page = 1; schedule(); } }, label);
@@ -123,7 +123,7 @@ function treeNode(n) {
 async function renderObject(kind, ns, name) {
   const d = await api("/api/object/" + [kind, ns, name].map(encodeURIComponent).join("/"));
   const i = d.item;
-  const facts = [["Kind", i.kind], ["Source", d.source], ["Applied revision", d.lastAppliedRevision], ["Commit", d.commit], ["Last sync", d.lastSync],
+  const facts = [["Kind", i.kind], ["Source", d.source], ["Applied revision", d.lastAppliedRevision], ["Commit", d.commit], ["Last sync", d.lastSync], ["Last delivery", d.lastDelivery],
     ["Last attempted", d.lastAttemptedRevision], ["Age", i.age]].filter(([, v]) => v);
   const meta = d.artifact ? Object.entries(d.artifact.metadata || {}) : [];
   if (d.artifact) facts.push(["Digest", d.artifact.digest]);
