@@ -37,14 +37,47 @@ fn alert(ns: &str, name: &str, provider: &str, extra: &str) -> String {
     )
 }
 
+/// The host API, and the Secrets of `ns` its Providers use: `token` (the API's token) and `ca`
+/// (the CA of its certificate).
+async fn host(c: &kube::Client, ns: &str) -> Result<HostApi> {
+    let api = HostApi::start("api-token", "hook-key")?;
+    put_secret(c, ns, "token", &[("token", "api-token")]).await?;
+    put_secret(c, ns, "ca", &[("ca.crt", &api.ca_pem)]).await?;
+    Ok(api)
+}
+
+/// What `jsonpath` (kubectl's) reads of Provider `name` in `ns`.
+fn provider_field(ns: &str, name: &str, jsonpath: &str) -> Result<String> {
+    kc(&[
+        "get",
+        "provider",
+        name,
+        "-n",
+        ns,
+        "-o",
+        &format!("jsonpath={jsonpath}"),
+    ])
+}
+
+/// Starts skewer, then (once the source has its artifact, so that the Kustomization's first
+/// outcome is the sync's) Kustomization `app` of the repository, applied at `commit`.
+async fn synced(f: &Fixture, commit: &str) -> Result<skewer_e2e::Skewer> {
+    let skewer = f.start(&[])?;
+    eventually("the source's artifact", WAIT, || async {
+        git_revision(&f.c, &f.ns, "src").await
+    })
+    .await?;
+    kustomization(&f.ns, "app", "src", "./", "  prune: true\n")?;
+    wait_applied(&f.c, &f.ns, "app", commit).await?;
+    Ok(skewer)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn commit_statuses_follow_each_revision_and_alerts_are_signed() -> Result<()> {
     let f = Fixture::new("notify").await?;
     let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
-    let api = HostApi::start("api-token", "hook-key")?;
-    put_secret(c, &ns, "token", &[("token", "api-token")]).await?;
+    let api = host(c, &ns).await?;
     put_secret(c, &ns, "hmac", &[("token", "hook-key")]).await?;
-    put_secret(c, &ns, "ca", &[("ca.crt", &api.ca_pem)]).await?;
     let url = &api.url;
     // Not github.com: GitHub Enterprise's API, under /api/v3.
     kc_apply(&provider(
@@ -79,26 +112,11 @@ async fn commit_statuses_follow_each_revision_and_alerts_are_signed() -> Result<
     };
     repo.write("cm.yaml", &cm("settings", "  mode: \"on\"\n"))?;
     let good = repo.commit("good")?;
-    let skewer = f.start(&[])?;
-    // The source first, so that the Kustomization's first outcome is the sync's.
-    eventually("the source's artifact", WAIT, || async {
-        git_revision(c, &ns, "src").await
-    })
-    .await?;
-    kustomization(&ns, "app", "src", "./", "  prune: true\n")?;
-    wait_applied(c, &ns, "app", &good).await?;
+    let skewer = synced(&f, &good).await?;
 
     // Flux's context: the kind, the name, and the first part of the Provider's uid.
     let context = |provider: &str| -> Result<String> {
-        let uid = kc(&[
-            "get",
-            "provider",
-            provider,
-            "-n",
-            &ns,
-            "-o",
-            "jsonpath={.metadata.uid}",
-        ])?;
+        let uid = provider_field(&ns, provider, "{.metadata.uid}")?;
         let prefix = uid.split('-').next().unwrap_or_default();
         Ok(format!("kustomization/app/{prefix}"))
     };
@@ -193,15 +211,7 @@ async fn commit_statuses_follow_each_revision_and_alerts_are_signed() -> Result<
     assert_eq!(hooks[0].body["involvedObject"]["name"], "app");
 
     // The Provider says how its last delivery went.
-    let last = kc(&[
-        "get",
-        "provider",
-        "github",
-        "-n",
-        &ns,
-        "-o",
-        "jsonpath={.status.lastDelivery.result}",
-    ])?;
+    let last = provider_field(&ns, "github", "{.status.lastDelivery.result}")?;
     assert_eq!(last, "Delivered");
     Ok(())
 }
@@ -213,9 +223,7 @@ async fn commit_statuses_follow_each_revision_and_alerts_are_signed() -> Result<
 async fn a_provider_that_is_down_never_holds_a_sync_back() -> Result<()> {
     let f = Fixture::new("notifydown").await?;
     let (ns, repo, c) = (f.ns.clone(), &f.repo, &f.c);
-    let api = HostApi::start("api-token", "hook-key")?;
-    put_secret(c, &ns, "token", &[("token", "api-token")]).await?;
-    put_secret(c, &ns, "ca", &[("ca.crt", &api.ca_pem)]).await?;
+    let api = host(c, &ns).await?;
     let url = &api.url;
     kc_apply(&provider(
         &ns,
@@ -247,24 +255,14 @@ async fn a_provider_that_is_down_never_holds_a_sync_back() -> Result<()> {
     };
     repo.write("cm.yaml", &cm("one"))?;
     let first = repo.commit("one")?;
-    let _skewer = f.start(&[])?;
-    eventually("the source's artifact", WAIT, || async {
-        git_revision(c, &ns, "src").await
-    })
-    .await?;
-    kustomization(&ns, "app", "src", "./", "  prune: true\n")?;
-    wait_applied(c, &ns, "app", &first).await?;
+    let _skewer = synced(&f, &first).await?;
 
     let last_delivery = |provider: &str| {
-        kc(&[
-            "get",
-            "provider",
-            provider,
-            "-n",
+        provider_field(
             &ns,
-            "-o",
-            "jsonpath={.status.lastDelivery.result} {.status.lastDelivery.message}",
-        ])
+            provider,
+            "{.status.lastDelivery.result} {.status.lastDelivery.message}",
+        )
     };
     let failed = eventually("the failing Provider to give up", WAIT, || async {
         let last = last_delivery("down")?;
