@@ -385,9 +385,24 @@ async fn send_once(target: &Target, request: &Outgoing) -> Result<String, (bool,
         return Ok(status.to_string());
     }
     let retry = status.is_server_error() || status.as_u16() == 429;
-    let body = response.bytes().await.unwrap_or_default();
-    let answer = String::from_utf8_lossy(&body[..body.len().min(MAX_ANSWER)]).into_owned();
+    let answer = String::from_utf8_lossy(&head(response).await).into_owned();
     Err((retry, format!("{status}: {}", answer.trim())))
+}
+
+/// The first [`MAX_ANSWER`] bytes of an answer's body: what is read of it, however much the
+/// endpoint sends.
+async fn head(mut response: reqwest::Response) -> Vec<u8> {
+    let mut body = Vec::new();
+    while body.len() < MAX_ANSWER {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                let room = MAX_ANSWER - body.len();
+                body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+    body
 }
 
 impl Report {

@@ -4,9 +4,10 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
 use super::*;
@@ -21,6 +22,8 @@ struct Server {
     received: Mutex<Vec<(HeaderMap, Bytes)>>,
     status: Mutex<Option<StatusCode>>,
     hang: std::sync::atomic::AtomicBool,
+    /// Answer 400 with a body that never ends.
+    endless: std::sync::atomic::AtomicBool,
     hits: AtomicUsize,
 }
 
@@ -37,13 +40,19 @@ async fn serve() -> (Arc<Server>, String) {
     (server, format!("http://{addr}"))
 }
 
-async fn hook(State(s): State<Arc<Server>>, headers: HeaderMap, body: Bytes) -> StatusCode {
+async fn hook(State(s): State<Arc<Server>>, headers: HeaderMap, body: Bytes) -> Response {
     s.hits.fetch_add(1, Ordering::SeqCst);
     if s.hang.load(Ordering::SeqCst) {
         std::future::pending::<()>().await;
     }
     lock(&s.received).push((headers, body));
-    lock(&s.status).unwrap_or(StatusCode::OK)
+    if s.endless.load(Ordering::SeqCst) {
+        let chunks = futures::stream::repeat_with(|| {
+            Ok::<_, std::convert::Infallible>(Bytes::from(vec![b'x'; 64 * 1024]))
+        });
+        return (StatusCode::BAD_REQUEST, Body::from_stream(chunks)).into_response();
+    }
+    lock(&s.status).unwrap_or(StatusCode::OK).into_response()
 }
 
 fn event(name: &str, severity: Severity, message: &str) -> Event {
@@ -326,5 +335,33 @@ async fn a_pending_status_its_outcome_caught_up_with_is_not_sent() {
             "kustomization/web/uid success",
             "kustomization/db/uid pending"
         ]
+    );
+}
+
+#[tokio::test]
+async fn an_endless_answer_is_read_only_as_far_as_its_message_needs() {
+    let (server, url) = serve().await;
+    server.endless.store(true, Ordering::SeqCst);
+    let spec = ProviderSpec {
+        kind: "generic".into(),
+        address: Some(format!("{url}/in")),
+        ..Default::default()
+    };
+    let target = Target {
+        endpoint: Endpoint::new(&spec, "uid", None).expect("a valid provider"),
+        client: reqwest::Client::new(),
+        timeout: Duration::from_secs(2),
+        object: ObjectReference::default(),
+    };
+    let request = target
+        .endpoint
+        .request(&event("web", Severity::Error, "failed"))
+        .expect("a message");
+    let failure = send(&target, &request).await.expect_err("a 400");
+    let shown = "x".repeat(MAX_ANSWER);
+    assert_eq!(
+        failure,
+        format!("400 Bad Request: {shown}"),
+        "the first {MAX_ANSWER} bytes, read before the timeout"
     );
 }
