@@ -111,7 +111,11 @@ async fn main() -> Result<()> {
     let n = arg("--kustomizations", 1000);
     let received: Received = Arc::default();
     let url = serve(received.clone()).await?;
-    let notifier = Notifier::new(None, Arc::new(Metrics::default()));
+    let reporter = kube::runtime::events::Reporter {
+        controller: "skewer".into(),
+        instance: None,
+    };
+    let notifier = Notifier::new(None, reporter, Arc::new(Metrics::default()));
     let spec = ProviderSpec {
         kind: "github".into(),
         address: Some(format!("{url}/acme/platform")),

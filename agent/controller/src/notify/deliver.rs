@@ -59,6 +59,8 @@ type Key = (String, String);
 #[derive(Clone)]
 pub struct Notifier {
     inner: Arc<Inner>,
+    /// This replica, as events name it (`reportingInstance`).
+    instance: String,
 }
 
 struct Inner {
@@ -123,16 +125,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Notifier {
-    /// A notifier writing outcomes through `client` (`None`: metrics only).
-    pub fn new(client: Option<kube::Client>, metrics: Arc<Metrics>) -> Self {
-        let recorder = client.clone().map(|c| {
-            let reporter = Reporter {
-                controller: "skewer".into(),
-                instance: std::env::var("POD_NAME").ok(),
-            };
-            Recorder::new(c, reporter)
-        });
+    /// A notifier writing outcomes through `client` (`None`: metrics only), its Events as
+    /// `reporter`, which also names the instance in the events it sends.
+    pub fn new(client: Option<kube::Client>, reporter: Reporter, metrics: Arc<Metrics>) -> Self {
+        let instance = reporter.instance.clone().unwrap_or_default();
+        let recorder = client.clone().map(|c| Recorder::new(c, reporter));
         Self {
+            instance,
             inner: Arc::new(Inner {
                 state: Mutex::default(),
                 queued: AtomicUsize::new(0),
@@ -199,6 +198,11 @@ impl Notifier {
     /// Whether a Provider `namespace/name` is registered.
     pub fn has_provider(&self, key: &Key) -> bool {
         lock(&self.inner.state).providers.contains_key(key)
+    }
+
+    /// This replica, as the events it sends name it.
+    pub fn instance(&self) -> &str {
+        &self.instance
     }
 
     /// Whether any Alert is registered (when none is, there is nothing to publish).

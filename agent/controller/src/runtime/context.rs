@@ -60,8 +60,12 @@ impl Context {
             instance: std::env::var("POD_NAME").ok(),
         };
         Ok(Arc::new(Self {
+            notifier: crate::notify::deliver::Notifier::new(
+                Some(client.clone()),
+                reporter.clone(),
+                metrics.clone(),
+            ),
             recorder: Recorder::new(client.clone(), reporter),
-            notifier: crate::notify::deliver::Notifier::new(Some(client.clone()), metrics.clone()),
             targets: Targets::new(hub, client.clone(), registry).await?,
             client,
             store: Store::new(data_dir.join("artifacts")),
@@ -124,7 +128,7 @@ impl Context {
             reason: reason.as_str().into(),
             metadata,
             reporting_controller: "skewer".into(),
-            reporting_instance: std::env::var("POD_NAME").unwrap_or_default(),
+            reporting_instance: self.notifier.instance().to_string(),
             labels: meta.labels.clone().unwrap_or_default(),
             phase,
         };

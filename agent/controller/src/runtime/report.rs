@@ -105,15 +105,11 @@ impl<'a, K: Reconciled> Session<'a, K> {
                     ..f
                 }
             });
-        let phase = if result.is_ok() {
-            Phase::Succeeded
-        } else {
-            Phase::Failed
-        };
-        let (reason, message) = match &result {
-            Ok(d) => (d.event, d.message.clone()),
-            Err(f) => (f.reason, f.message.clone()),
-        };
+        // What Alerts would hear, kept only when one listens.
+        let said = ctx.notifier.listening().then(|| match &result {
+            Ok(d) => (d.event, d.message.clone(), Phase::Succeeded),
+            Err(f) => (f.reason, f.message.clone(), Phase::Failed),
+        });
         let (action, event) = match result {
             Ok(done) => {
                 conditions::mark_ready(
@@ -158,7 +154,9 @@ impl<'a, K: Reconciled> Session<'a, K> {
         // Alerts hear what Events say, and of every new revision's outcome (a commit status
         // needs one per commit, even when the message is the last one's).
         let revision = K::revision(&status);
-        if event.is_some() || revision != K::revision(&old) {
+        if let Some((reason, message, phase)) = said
+            && (event.is_some() || revision != K::revision(&old))
+        {
             ctx.notify(obj, revision, reason, &message, phase);
         }
         // After the status write, so that an event's round trip never delays what status says.
