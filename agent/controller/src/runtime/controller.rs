@@ -58,14 +58,20 @@ fn reconcile_inputs<K: kube::Resource>(obj: &K) -> Option<u64> {
 
 /// Which shard an object is reconciled in (see [`crate::shards`]).
 pub trait Sharded: Reconciled {
+    /// Every replica reconciles every object of the kind: what it registers is needed wherever
+    /// a request or an event arrives.
+    const EVERY_REPLICA: bool = false;
+
     /// The key hashed into its shard: `namespace/name` unless the kind says otherwise;
     /// `None`: every replica reconciles it.
     fn shard_key(&self, _ctx: &Context) -> Option<String> {
-        Some(format!(
-            "{}/{}",
-            self.namespace().unwrap_or_default(),
-            self.name_any()
-        ))
+        (!Self::EVERY_REPLICA).then(|| {
+            format!(
+                "{}/{}",
+                self.namespace().unwrap_or_default(),
+                self.name_any()
+            )
+        })
     }
 }
 
@@ -73,23 +79,16 @@ impl Sharded for crate::api::GitRepository {}
 impl Sharded for crate::api::OCIRepository {}
 impl Sharded for crate::api::ApplicationSet {}
 
-/// Every replica registers every Provider and Alert: an event may happen in any shard.
+/// A push may reach any replica: each registers every Receiver.
+impl Sharded for crate::api::Receiver {
+    const EVERY_REPLICA: bool = true;
+}
+/// An event may happen in any shard: each replica registers every Provider and Alert.
 impl Sharded for crate::api::Provider {
-    fn shard_key(&self, _ctx: &Context) -> Option<String> {
-        None
-    }
+    const EVERY_REPLICA: bool = true;
 }
 impl Sharded for crate::api::Alert {
-    fn shard_key(&self, _ctx: &Context) -> Option<String> {
-        None
-    }
-}
-
-/// Every replica registers every Receiver: a push may reach any of them.
-impl Sharded for crate::api::Receiver {
-    fn shard_key(&self, _ctx: &Context) -> Option<String> {
-        None
-    }
+    const EVERY_REPLICA: bool = true;
 }
 
 /// Runs `controller` until shutdown: at most `max_concurrent_reconciles` at once, only the
