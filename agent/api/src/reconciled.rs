@@ -81,12 +81,12 @@ reconciled!(Application, ApplicationStatus, {
 reconciled!(ApplicationSet, ApplicationSetStatus);
 reconciled!(GitRepository, SourceStatus, {
     fn revision(s: &SourceStatus) -> Option<&str> {
-        s.artifact.as_ref().map(|a| a.revision.as_str())
+        s.revision()
     }
 });
 reconciled!(OCIRepository, SourceStatus, {
     fn revision(s: &SourceStatus) -> Option<&str> {
-        s.artifact.as_ref().map(|a| a.revision.as_str())
+        s.revision()
     }
 });
 reconciled!(Receiver, ReceiverStatus);

@@ -25,6 +25,13 @@ pub struct SourceStatus {
     pub last_handled_reconcile_at: Option<String>,
 }
 
+impl SourceStatus {
+    /// The revision of the stored artifact, if any.
+    pub fn revision(&self) -> Option<&str> {
+        self.artifact.as_ref().map(|a| a.revision.as_str())
+    }
+}
+
 /// The artifact of the last fetched revision.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

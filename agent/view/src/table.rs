@@ -221,8 +221,8 @@ pub async fn sources(client: &Client, namespace: Option<&str>) -> Result<Vec<Row
 }
 
 fn stored_revision(s: Option<&skewer_api::SourceStatus>) -> Option<String> {
-    s.and_then(|s| s.artifact.as_ref())
-        .map(|a| a.revision.clone())
+    s.and_then(skewer_api::SourceStatus::revision)
+        .map(str::to_string)
 }
 
 pub fn git_row(g: &GitRepository, now: jiff::Timestamp) -> Row {

@@ -107,8 +107,7 @@ where
                 let key = crate::artifacts::store_key::<S>(&ns, &name);
                 a.url = Some(crate::storage::url(base, &key, &a.digest));
             }
-            let revision = status.artifact.as_ref().map(|a| a.revision.as_str());
-            Ok(stored(revision.unwrap_or_default(), true))
+            Ok(stored(status.revision().unwrap_or_default(), true))
         }
         Err(failure) => {
             if failure.reason == Reason::VerificationError {
