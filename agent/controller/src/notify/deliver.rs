@@ -193,6 +193,7 @@ impl Notifier {
     /// Forgets the Provider `key`: its task ends once its queue is empty.
     pub fn remove_provider(&self, key: &Key) {
         lock(&self.inner.state).providers.remove(key);
+        lock(&self.inner.report.last).remove(key);
     }
 
     /// Whether a Provider `namespace/name` is registered.
