@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 use super::alert::Rules;
-use super::event::{Event, Phase};
+use super::event::Event;
 use super::provider::{Endpoint, Outgoing};
 use crate::api::notification::{Delivery, Provider};
 use crate::metrics::Metrics;
@@ -230,11 +230,10 @@ impl Notifier {
                 continue;
             };
             let provider_kind = lock(&dest.current).endpoint.kind;
-            let commit_status = provider_kind.is_commit_status();
-            // A sync's start only moves a commit status.
-            if event.phase == Phase::Started && !commit_status {
+            if !provider_kind.takes(event.phase) {
                 continue;
             }
+            let commit_status = provider_kind.is_commit_status();
             let kind = provider_kind.name();
             let dressed = alert.rules.dress(event);
             let fingerprint = fingerprint(&key, &dressed);

@@ -16,6 +16,15 @@ pub enum Severity {
     Error,
 }
 
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Error => "error",
+        }
+    }
+}
+
 /// Where a sync stands, for a commit status: a sync began, or ended well or badly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Phase {

@@ -71,6 +71,12 @@ impl Kind {
         }
     }
 
+    /// Whether an event of `phase` says anything to this type: a sync's start only moves a
+    /// commit status.
+    pub fn takes(self, phase: Phase) -> bool {
+        phase != Phase::Started || self.is_commit_status()
+    }
+
     /// A commit status on the Git host, rather than a message.
     pub fn is_commit_status(self) -> bool {
         matches!(
@@ -190,11 +196,11 @@ impl Endpoint {
     /// What to send for `event`; `None` when this Provider has nothing to say about it (a
     /// commit status for a revision that is no Git commit; a sync's start in a chat).
     pub fn request(&self, event: &Event) -> Option<Outgoing> {
+        if !self.kind.takes(event.phase) {
+            return None;
+        }
         if self.kind.is_commit_status() {
             return self.commit_status(event);
-        }
-        if event.phase == Phase::Started {
-            return None;
         }
         let body = match self.kind {
             Kind::Slack | Kind::Discord => self.slack(event),
@@ -321,8 +327,7 @@ impl Endpoint {
     }
 
     fn slack(&self, event: &Event) -> Value {
-        let o = &event.involved_object;
-        let author = format!("{}/{}.{}", o.kind.to_lowercase(), o.name, o.namespace);
+        let author = heading(event);
         let first = event.message.lines().next().unwrap_or_default();
         let fields: Vec<Value> = event
             .metadata
@@ -347,16 +352,15 @@ impl Endpoint {
     }
 }
 
-/// `<kind>/<name>.<namespace>`, the message and the metadata, one per line.
-fn plain_text(event: &Event) -> String {
+/// Whom an event is about, as Flux's messages head it: `<kind>/<name>.<namespace>`.
+fn heading(event: &Event) -> String {
     let o = &event.involved_object;
-    let mut text = format!(
-        "*{}/{}.{}*\n{}",
-        o.kind.to_lowercase(),
-        o.name,
-        o.namespace,
-        event.message
-    );
+    format!("{}/{}.{}", o.kind.to_lowercase(), o.name, o.namespace)
+}
+
+/// [`heading`], the message and the metadata, one per line.
+fn plain_text(event: &Event) -> String {
+    let mut text = format!("*{}*\n{}", heading(event), event.message);
     for (k, v) in &event.metadata {
         text.push_str(&format!("\n{k}: {v}"));
     }
@@ -365,7 +369,6 @@ fn plain_text(event: &Event) -> String {
 
 /// A Microsoft Teams workflow message: one Adaptive Card.
 fn teams(event: &Event) -> Value {
-    let o = &event.involved_object;
     let facts: Vec<Value> = event
         .metadata
         .iter()
@@ -381,7 +384,7 @@ fn teams(event: &Event) -> Value {
                 "version": "1.4",
                 "body": [
                     {"type": "TextBlock", "weight": "bolder", "wrap": true,
-                     "text": format!("{}/{}.{}", o.kind.to_lowercase(), o.name, o.namespace),
+                     "text": heading(event),
                      "color": if event.severity == Severity::Error { "attention" } else { "good" }},
                     {"type": "TextBlock", "text": event.message, "wrap": true},
                     {"type": "FactSet", "facts": facts},
@@ -401,8 +404,7 @@ fn alertmanager(event: &Event) -> Value {
         reason = first.to_uppercase() + reason.get(1..).unwrap_or_default();
     }
     labels.insert("alertname".into(), format!("Skewer{}{reason}", o.kind));
-    let severity = serde_json::to_value(event.severity).unwrap_or(Value::Null);
-    labels.insert("severity".into(), severity.as_str().unwrap_or("").into());
+    labels.insert("severity".into(), event.severity.as_str().into());
     labels.insert("reason".into(), event.reason.clone());
     labels.insert("kind".into(), o.kind.clone());
     labels.insert("name".into(), o.name.clone());

@@ -14,7 +14,7 @@ use super::*;
 use crate::api::LocalObjectReference;
 use crate::api::notification::{AlertSpec, ProviderSpec};
 use crate::api::receiver::ResourceReference as EventSource;
-use crate::notify::event::{InvolvedObject, REVISION_KEY, Severity};
+use crate::notify::event::{InvolvedObject, Phase, REVISION_KEY, Severity};
 
 /// What the server was sent, and what it answers.
 #[derive(Default)]
