@@ -8,7 +8,7 @@
 //! for some namespaces) watches each namespaced kind in each namespace it applied to; a watch
 //! the server forbids ends, and is tried again with the next full apply.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -24,17 +24,16 @@ use tracing::{info, warn};
 
 use super::Heal;
 use crate::runtime::context::Context;
-use crate::targets::Target;
+use crate::targets::{Target, WatchKey};
 
-/// Starts a watch on `target` for each kind (in each namespace, when the target watches per
-/// namespace) of `planned` not watched there yet.
-pub fn ensure<'a>(
-    ctx: &Arc<Context>,
-    target: &Arc<Target>,
+/// The watches `planned` needs on `target`: one per kind, and per namespace when the target
+/// watches per namespace.
+pub fn needed<'a>(
+    target: &Target,
     planned: impl IntoIterator<Item = &'a Planned>,
-) {
+) -> HashMap<WatchKey, ApiResource> {
     let per_namespace = target.per_namespace();
-    let mut watched = target.watched.lock().unwrap_or_else(|e| e.into_inner());
+    let mut needed = HashMap::new();
     for p in planned {
         let ar = &p.resource.resource;
         let namespace =
@@ -43,10 +42,26 @@ pub fn ensure<'a>(
             ar.group.clone(),
             ar.version.clone(),
             ar.kind.clone(),
-            namespace.clone(),
+            namespace,
         );
+        needed.entry(key).or_insert_with(|| ar.clone());
+    }
+    needed
+}
+
+/// Starts each of the `needed` watches not running on `target` yet.
+///
+/// Called once a sync's applies are done, not before: a watch started before would hear every
+/// object the sync creates as an event (as many events as objects, which the API server must
+/// filter, convert and send while it serves the applies), where one started after lists them
+/// at once. Nothing is missed: its list compares what is there with what was applied, so a
+/// change or a deletion since the apply is healed as soon as the list is in.
+pub fn ensure(ctx: &Arc<Context>, target: &Arc<Target>, needed: HashMap<WatchKey, ApiResource>) {
+    let mut watched = target.watched.lock().unwrap_or_else(|e| e.into_inner());
+    for (key, ar) in needed {
         if watched.insert(key.clone()) {
-            let task = watch_kind(ctx.clone(), target.clone(), ar.clone(), namespace);
+            let namespace = key.3.clone();
+            let task = watch_kind(ctx.clone(), target.clone(), ar, namespace);
             let target = target.clone();
             target.clone().spawn(async move {
                 task.await;

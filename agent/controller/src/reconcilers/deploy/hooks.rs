@@ -4,10 +4,11 @@
 //! starts on the target. The deploy kind's reconciler builds the request and
 //! reads the report; it is not called back in between.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::ApiResource;
 use serde_json::json;
 use skewer_appliers::apply::{ApplyOptions, Outcome, Plan};
 use skewer_appliers::message::summarize;
@@ -19,7 +20,7 @@ use crate::api::inventory::to_status;
 use crate::drift;
 use crate::runtime::context::Context;
 use crate::runtime::{Reason, Reconciled, status};
-use crate::targets::Target;
+use crate::targets::{Target, WatchKey};
 
 /// One sync of `obj` (tracked for drift as `owner`) on `target`.
 pub struct Hooks<'a, K> {
@@ -33,6 +34,9 @@ pub struct Hooks<'a, K> {
     heal: bool,
     /// Apply every object, even those applied as planned before (a reconcile request).
     full: bool,
+    /// The drift watches this sync's objects need, started once its applies are done (or
+    /// when it is dropped before that).
+    watches: Mutex<HashMap<WatchKey, ApiResource>>,
 }
 
 impl<'a, K: Reconciled> Hooks<'a, K> {
@@ -46,20 +50,20 @@ impl<'a, K: Reconciled> Hooks<'a, K> {
             takeover: Mutex::new(BTreeSet::new()),
             heal: true,
             full: false,
+            watches: Mutex::new(HashMap::new()),
         }
     }
 
     /// Every planned object is applied, even those applied exactly so before.
-    pub fn in_full(self, full: bool) -> Self {
-        Self { full, ..self }
+    pub fn in_full(mut self, full: bool) -> Self {
+        self.full = full;
+        self
     }
 
     /// Drift of what this sync applies is recorded and announced, not repaired.
-    pub fn leaving_drift(self) -> Self {
-        Self {
-            heal: false,
-            ..self
-        }
+    pub fn leaving_drift(mut self) -> Self {
+        self.heal = false;
+        self
     }
 
     pub async fn run(&self, request: SyncRequest) -> SyncReport {
@@ -145,7 +149,8 @@ impl<K: Reconciled> SyncHooks for Hooks<'_, K> {
             }
             unchanged
         };
-        drift::watch::ensure(self.ctx, self.target, planned());
+        *self.watches.lock().unwrap_or_else(|e| e.into_inner()) =
+            drift::watch::needed(self.target, planned());
         self.ctx
             .metrics
             .objects_applied
@@ -154,10 +159,30 @@ impl<K: Reconciled> SyncHooks for Hooks<'_, K> {
     }
 
     fn applied(&self, outcomes: &[Outcome]) {
-        let mut index = self.ctx.drift.lock();
-        for o in outcomes {
-            index.applied(&self.target.key, &o.id, o.seen);
+        {
+            let mut index = self.ctx.drift.lock();
+            for o in outcomes {
+                index.applied(&self.target.key, &o.id, o.seen);
+            }
         }
+        self.watch();
+    }
+}
+
+impl<K> Hooks<'_, K> {
+    /// Starts the drift watches this sync needs and no running watch covers.
+    fn watch(&self) {
+        let needed = std::mem::take(&mut *self.watches.lock().unwrap_or_else(|e| e.into_inner()));
+        if !needed.is_empty() {
+            drift::watch::ensure(self.ctx, self.target, needed);
+        }
+    }
+}
+
+/// A sync cut short mid-apply (its deadline passed) still leaves what it applied watched.
+impl<K> Drop for Hooks<'_, K> {
+    fn drop(&mut self) {
+        self.watch();
     }
 }
 
