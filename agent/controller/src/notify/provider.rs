@@ -179,8 +179,19 @@ impl Endpoint {
         };
         if kind.is_commit_status() {
             git_address(&ep.address)?;
-            if ep.token.is_none() && ep.basic.is_none() {
-                return Err("spec.secretRef: a commit status needs a Secret with \"token\" (or \"username\" and \"password\" for Bitbucket Server)".into());
+            // Only Bitbucket Server takes a username and password; the others a token.
+            let signed_in =
+                ep.token.is_some() || (kind == Kind::BitbucketServer && ep.basic.is_some());
+            if !signed_in {
+                return Err(format!(
+                    "spec.secretRef: a {} commit status needs a Secret with \"token\"{}",
+                    kind.name(),
+                    if kind == Kind::BitbucketServer {
+                        " (or \"username\" and \"password\")"
+                    } else {
+                        ""
+                    }
+                ));
             }
         } else if !(ep.address.starts_with("https://") || ep.address.starts_with("http://")) {
             return Err("spec.address: not an http:// or https:// URL".into());

@@ -231,6 +231,19 @@ fn bad_providers_are_refused_naming_the_field_and_never_a_secret() {
     assert!(e.starts_with("spec.address"), "{e}");
     let e = err(provider("github", "https://github.com/org/repo"), &[]);
     assert!(e.starts_with("spec.secretRef"), "{e}");
+    // GitHub, GitLab and Gitea take a token only: a username and password would send an empty
+    // one. Bitbucket Server takes either.
+    let basic = [("username", "u"), ("password", "p")];
+    for kind in ["github", "gitlab", "gitea"] {
+        let e = err(provider(kind, "https://git.example.com/org/repo"), &basic);
+        assert!(e.contains(&format!("a {kind} commit status needs")), "{e}");
+        assert!(!e.contains("username"), "{e}");
+    }
+    let spec = provider(
+        "bitbucketserver",
+        "https://git.example.com/scm/org/repo.git",
+    );
+    Endpoint::new(&spec, UID, Some(&secret(&basic))).expect("Bitbucket Server with a password");
     let e = err(provider("generic-hmac", "https://x.example"), &[]);
     assert!(e.starts_with("spec.secretRef"), "{e}");
     let e = err(provider("slack", "ftp://x"), &[("token", "t")]);
