@@ -14,12 +14,15 @@
 //! share the machine's conditions (API server and etcd run on the same two cores).
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client};
 use serde_json::json;
 use skewer_api::{GitRepository, Kustomization};
@@ -32,7 +35,9 @@ use skewer_e2e::objects::{
     create_kustomization, create_source, delete_kustomization, until_applied,
 };
 use skewer_e2e::phases::{Phases, phases};
-use skewer_e2e::{GitServer, Skewer, client, hub, kc, kubectl, namespace, skewer_bin};
+use skewer_e2e::{
+    GitServer, Skewer, client, eventually, hub, kc, kc_apply, kubectl, namespace, skewer_bin,
+};
 
 /// A ConfigMap without a namespace: each run places it with `-n` or `targetNamespace`.
 fn configmap(i: usize) -> String {
@@ -51,18 +56,98 @@ struct Setup {
     repo_url: String,
     dir: tempfile::TempDir,
     applier: Applier,
+    /// Where a Provider that is down points.
+    down: Silent,
+}
+
+/// A server on loopback that accepts connections and never answers: a Provider that is down.
+struct Silent {
+    port: u16,
+    accepted: Arc<AtomicUsize>,
+}
+
+impl Silent {
+    async fn start() -> Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let port = listener.local_addr()?.port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                held.push(stream);
+            }
+        });
+        Ok(Self { port, accepted })
+    }
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+}
+
+/// A `github` Provider at the silent server and an Alert sending it Kustomization `app`'s
+/// commit statuses, in `ns`; returns once skewer has both registered.
+async fn alert_to_silent(s: &Setup, ns: &str) -> Result<()> {
+    let port = s.down.port;
+    kc_apply(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: token, namespace: {ns}}}\nstringData: {{token: t}}\n---\napiVersion: skewer.dev/v1alpha1\nkind: Provider\nmetadata: {{name: down, namespace: {ns}}}\nspec: {{type: github, address: 'https://127.0.0.1:{port}/org/repo', secretRef: {{name: token}}}}\n---\napiVersion: skewer.dev/v1alpha1\nkind: Alert\nmetadata: {{name: statuses, namespace: {ns}}}\nspec:\n  providerRef: {{name: down}}\n  eventSources: [{{kind: Kustomization, name: app}}]\n"
+    ))?;
+    for kind in ["provider/down", "alert/statuses"] {
+        eventually(
+            &format!("{kind} ready"),
+            Duration::from_secs(30),
+            || async {
+                let ready = kc(&[
+                    "get",
+                    kind,
+                    "-n",
+                    ns,
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+                ])?;
+                Ok((ready == "True").then_some(()))
+            },
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 /// skewer, the daemon, end to end: Kustomization created through the API → Ready, awaited
 /// with a watch (no kubectl start-up or polling interval inside the measurement).
-async fn skewer_daemon(s: &Setup, ns: &str, bin: &Path) -> Result<(Duration, Phases)> {
+/// With `down`, an Alert sends the sync's commit statuses to a Provider that never answers.
+async fn skewer_daemon(s: &Setup, ns: &str, bin: &Path, down: bool) -> Result<(Duration, Phases)> {
     let skewer = Skewer::start_bin(bin, ns, &["--concurrency", &s.concurrency.to_string()])?;
     create_source(&s.c, ns, &s.repo_url).await?;
+    if down {
+        alert_to_silent(s, ns).await?;
+    }
+    let tried = s.down.accepted();
     let ks: Api<Kustomization> = Api::namespaced(s.c.clone(), ns);
     let start = Instant::now();
     let uid = create_kustomization(&ks, ns, "app", "./cms", "1h").await?;
     until_applied(&ks, "app").await?;
     let elapsed = start.elapsed();
+    if down {
+        // The statuses were really sent (and are still unanswered).
+        eventually(
+            "a delivery to the silent Provider",
+            Duration::from_secs(10),
+            || async { Ok((s.down.accepted() > tried).then_some(())) },
+        )
+        .await?;
+        // While skewer runs, which removes their finalizers.
+        kc(&[
+            "delete",
+            "alert/statuses",
+            "provider/down",
+            "-n",
+            ns,
+            "--timeout=60s",
+        ])?;
+    }
     let mut phases = phases(hub(), ns, "app", "skewer", "configmaps")?;
     phases.own = own_phases(&skewer.logs());
     delete_kustomization(&ks, "app", &uid).await?;
@@ -195,6 +280,32 @@ async fn bare_loop(s: &Setup, c: &Client, ns: &str, as_skewer_sends: bool) -> Re
     Ok(elapsed)
 }
 
+/// The like-for-like loop while a metadata watch of those objects is open, as a daemon's drift
+/// watch is on a cluster it applied the kind to before: the server sends an event for each
+/// create while it serves the applies.
+async fn bare_loop_watched(s: &Setup, ns: &str) -> Result<Duration> {
+    let ar = kube::api::ApiResource::erase::<ConfigMap>(&());
+    let api: Api<kube::core::PartialObjectMeta<DynamicObject>> =
+        Api::namespaced_with(s.c.clone(), ns, &ar);
+    let config = watcher::Config::default().labels(skewer_appliers::transform::OWNER_NAME);
+    let (listed, started) = tokio::sync::oneshot::channel();
+    let watch = tokio::spawn(async move {
+        let mut listed = Some(listed);
+        let mut events = watcher(api, config).boxed();
+        while let Some(event) = events.next().await {
+            if let Ok(watcher::Event::InitDone) = event
+                && let Some(tx) = listed.take()
+            {
+                let _ = tx.send(());
+            }
+        }
+    });
+    started.await.context("the watch ended before its list")?;
+    let elapsed = bare_loop(s, &s.c, ns, true).await;
+    watch.abort();
+    elapsed
+}
+
 fn kubectl_apply(kubeconfig: &Path, dir: &Path, ns: &str) -> Result<Duration> {
     let start = Instant::now();
     let out = kubectl(kubeconfig)
@@ -210,13 +321,15 @@ fn kubectl_apply(kubeconfig: &Path, dir: &Path, ns: &str) -> Result<Duration> {
     Ok(elapsed)
 }
 
-const NAMES: [&str; 7] = [
+const NAMES: [&str; 9] = [
     "skewer daemon: Kustomization created → Ready",
     "appliers library: the sync pipeline (load + plan + apply)",
     "bare kube-rs SSA loop",
     "kubectl apply --server-side -f DIR",
     "bare kube-rs SSA loop, the objects exactly as skewer sends them (owner labels, origin)",
     "the same on a new client, its connections opened inside the measurement (as a new daemon's are)",
+    "the same while a metadata watch of those objects is open (as a drift watch is once the kind was applied before)",
+    "skewer daemon, its commit statuses sent to a Provider that never answers",
     "baseline skewer daemon (--baseline): created → Ready",
 ];
 
@@ -253,6 +366,7 @@ async fn main() -> Result<()> {
         concurrency,
         repo_url: repo.url.clone(),
         dir,
+        down: Silent::start().await?,
     };
 
     // `--only first|steady|cold` runs one section.
@@ -289,7 +403,7 @@ async fn main() -> Result<()> {
 /// The first-sync table: the approaches, interleaved round by round.
 async fn first_sync(setup: &Setup, kubeconfig: &Path, runs: usize, server: &str) -> Result<()> {
     let (objects, concurrency) = (setup.objects, setup.concurrency);
-    let approaches = if setup.baseline.is_some() { 7 } else { 6 };
+    let approaches = if setup.baseline.is_some() { 9 } else { 8 };
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); approaches];
     // The daemons' phases, this build's and the baseline's.
     let mut phased: [Vec<Phases>; 2] = Default::default();
@@ -305,14 +419,16 @@ async fn first_sync(setup: &Setup, kubeconfig: &Path, runs: usize, server: &str)
                 t
             };
             let t = match (which, &setup.baseline) {
-                (0, _) => daemon(skewer_daemon(setup, &ns, skewer_bin()).await?, 0),
+                (0, _) => daemon(skewer_daemon(setup, &ns, skewer_bin(), false).await?, 0),
                 (1, _) => library(setup, &ns).await?,
                 (2, _) => bare_loop(setup, &setup.c, &ns, false).await?,
                 (3, _) => kubectl_apply(kubeconfig, setup.dir.path(), &ns)?,
                 (4, _) => bare_loop(setup, &setup.c, &ns, true).await?,
                 (5, _) => bare_loop(setup, &client(hub()).await?, &ns, true).await?,
-                (_, Some(bin)) => daemon(skewer_daemon(setup, &ns, bin).await?, 1),
-                (_, None) => unreachable!("six approaches without a baseline"),
+                (6, _) => bare_loop_watched(setup, &ns).await?,
+                (7, _) => skewer_daemon(setup, &ns, skewer_bin(), true).await?.0,
+                (_, Some(bin)) => daemon(skewer_daemon(setup, &ns, bin, false).await?, 1),
+                (_, None) => unreachable!("eight approaches without a baseline"),
             };
             eprintln!("round {round}: {}: {:.2} s", NAMES[which], t.as_secs_f64());
             slot.push(t);
@@ -352,7 +468,15 @@ async fn first_sync(setup: &Setup, kubeconfig: &Path, runs: usize, server: &str)
         "skewer / the same loop on a new client: {:.2}x",
         medians[0] / medians[5]
     );
-    if let Some(baseline) = medians.get(6) {
+    println!(
+        "the same loop with a watch open / without: {:.2}x",
+        medians[6] / medians[4]
+    );
+    println!(
+        "skewer with a Provider that never answers / without: {:.2}x",
+        medians[7] / medians[0]
+    );
+    if let Some(baseline) = medians.get(8) {
         println!("skewer / baseline: {:.2}x", medians[0] / baseline);
     }
     println!();

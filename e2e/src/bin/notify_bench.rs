@@ -5,21 +5,31 @@
 //! status arrived, how many requests that took, and the process's memory with the queue full.
 //!
 //!     cargo run --release -p skewer-e2e --bin notify_bench -- [--kustomizations 1000]
+//!
+//! With `--daemon` (on a cluster: `SKEWER_BENCH=notify_bench bash e2e/bench.sh --daemon`), the
+//! same through the `skewer` daemon: N Kustomizations of one repository, each applying one
+//! ConfigMap, an Alert on all of them to a `github` Provider at that API; then a new commit.
+//! Prints the latency from the source's reconcile request to each status's receipt, and the
+//! daemon's RSS before the commit and at its largest while the statuses are queued.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use kube::Api;
 use skewer_api::LocalObjectReference;
 use skewer_api::notification::{AlertSpec, ProviderSpec};
 use skewer_api::receiver::ResourceReference;
+use skewer_api::{Kustomization, RECONCILE_REQUESTED_AT};
 use skewer_controller::metrics::Metrics;
 use skewer_controller::notify::alert::Rules;
 use skewer_controller::notify::deliver::{Notifier, PER_SECOND, Target};
 use skewer_controller::notify::event::{Event, InvolvedObject, Phase, REVISION_KEY, Severity};
 use skewer_controller::notify::provider::Endpoint;
 use skewer_e2e::measure::{arg, memory_kib};
+use skewer_e2e::objects::{create_kustomization, create_source};
+use skewer_e2e::{GitServer, Skewer, client, eventually, hub, kc, kc_apply, namespace, skewer_bin};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 const SHA: &str = "0df2d77f9e3c8a1b2c3d4e5f60718293a4b5c6d7";
@@ -106,11 +116,153 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted.get(i).copied().unwrap_or_default()
 }
 
+/// `(context, state)` of every success received.
+fn successes(received: &Received) -> usize {
+    let r = received.lock().unwrap_or_else(|e| e.into_inner());
+    r.keys().filter(|(_, state)| state == "success").count()
+}
+
+/// The daemon's figures (see the module's text).
+async fn daemon(n: usize, received: Received, url: &str) -> Result<()> {
+    let c = client(hub()).await?;
+    let ns = namespace("bench-notify")?;
+    let git = GitServer::start()?;
+    let repo = git.repo("many")?;
+    for k in 0..n {
+        repo.write(
+            &format!("k{k:04}/cm.yaml"),
+            &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: k{k:04}\ndata:\n  index: \"{k}\"\n"),
+        )?;
+    }
+    repo.commit("many")?;
+    let skewer = Skewer::start_bin(skewer_bin(), &ns, &[])?;
+    create_source(&c, &ns, &repo.url).await?;
+    let ks: Api<Kustomization> = Api::namespaced(c.clone(), &ns);
+    for k in 0..n {
+        let name = format!("k{k:04}");
+        create_kustomization(&ks, &ns, &name, &format!("./{name}"), "1h").await?;
+    }
+    let at = |rev: String| {
+        let ks = ks.clone();
+        async move {
+            let list = ks.list(&Default::default()).await?;
+            let done = list
+                .items
+                .iter()
+                .filter(|k| {
+                    k.status.as_ref().is_some_and(|s| {
+                        s.last_applied_revision
+                            .as_deref()
+                            .is_some_and(|r| r.ends_with(&rev))
+                    })
+                })
+                .count();
+            Ok((done == n).then_some(()))
+        }
+    };
+    let first = repo.head()?;
+    eventually(
+        "every Kustomization applied",
+        Duration::from_secs(600),
+        || at(first.clone()),
+    )
+    .await?;
+    // The Alert only now, so that the first revision's statuses are not in the figures.
+    kc_apply(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: token, namespace: {ns}}}\nstringData: {{token: bench}}\n---\napiVersion: skewer.dev/v1alpha1\nkind: Provider\nmetadata: {{name: github, namespace: {ns}}}\nspec: {{type: github, address: '{url}/acme/platform', secretRef: {{name: token}}}}\n---\napiVersion: skewer.dev/v1alpha1\nkind: Alert\nmetadata: {{name: statuses, namespace: {ns}}}\nspec:\n  providerRef: {{name: github}}\n  eventSources: [{{kind: Kustomization, name: '*'}}]\n"
+    ))?;
+    for kind in ["provider/github", "alert/statuses"] {
+        eventually(
+            &format!("{kind} ready"),
+            Duration::from_secs(30),
+            || async {
+                let ready = kc(&[
+                    "get",
+                    kind,
+                    "-n",
+                    &ns,
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+                ])?;
+                Ok((ready == "True").then_some(()))
+            },
+        )
+        .await?;
+    }
+    anyhow::ensure!(
+        received.lock().map(|r| r.is_empty()).unwrap_or(false),
+        "statuses before the new revision"
+    );
+
+    // A new revision: a file none of them applies, so that the figures are the notifier's.
+    repo.write("README.md", "a new revision\n")?;
+    let second = repo.commit("a new revision")?;
+    let pid = skewer.pid();
+    let before = memory_kib(pid, "VmRSS").unwrap_or_default();
+    let requested = Instant::now();
+    kc(&[
+        "annotate",
+        "--overwrite",
+        "gitrepository/src",
+        "-n",
+        &ns,
+        &format!("{RECONCILE_REQUESTED_AT}=notify-bench"),
+    ])?;
+    let mut largest = before;
+    let deadline = requested + Duration::from_secs(120 + (2 * n as u64) / u64::from(PER_SECOND));
+    while successes(&received) < n {
+        anyhow::ensure!(Instant::now() < deadline, "not all statuses arrived");
+        largest = largest.max(memory_kib(pid, "VmRSS").unwrap_or_default());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let drained = requested.elapsed();
+    eventually(
+        "every Kustomization at the new revision",
+        Duration::from_secs(60),
+        || at(second.clone()),
+    )
+    .await?;
+    let received = received.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut latencies: Vec<Duration> = received
+        .iter()
+        .filter(|((_, state), _)| state == "success")
+        .map(|(_, at)| at.duration_since(requested))
+        .collect();
+    latencies.sort();
+    println!(
+        "| skewer, {n} Kustomizations, a new revision: their commit statuses through one Provider ({PER_SECOND} a second) | figure |"
+    );
+    println!("|---|---:|");
+    println!(
+        "| reconcile requested → success received, p50 / p99 | {:.1} s / {:.1} s |",
+        percentile(&latencies, 0.5).as_secs_f64(),
+        percentile(&latencies, 0.99).as_secs_f64()
+    );
+    println!(
+        "| last status received after | {:.1} s |",
+        drained.as_secs_f64()
+    );
+    println!(
+        "| requests received (pending statuses among them) | {} ({}) |",
+        received.len(),
+        received.len() - n
+    );
+    println!(
+        "| skewer's RSS before the commit → largest while the statuses are queued | {:.1} → {:.1} MiB |",
+        before as f64 / 1024.0,
+        largest as f64 / 1024.0
+    );
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let n = arg("--kustomizations", 1000);
     let received: Received = Arc::default();
     let url = serve(received.clone()).await?;
+    if std::env::args().any(|a| a == "--daemon") {
+        return daemon(n, received, &url).await;
+    }
     let reporter = kube::runtime::events::Reporter {
         controller: "skewer".into(),
         instance: None,
@@ -172,10 +324,6 @@ async fn main() -> Result<()> {
     let deadline = started + Duration::from_secs(60 + (2 * n as u64) / u64::from(PER_SECOND) * 2);
     // Every Kustomization's last status is its success; a pending still queued when its
     // success was is not sent.
-    let successes = |r: &Received| {
-        let r = r.lock().unwrap_or_else(|e| e.into_inner());
-        r.keys().filter(|(_, state)| state == "success").count()
-    };
     while successes(&received) < n {
         anyhow::ensure!(Instant::now() < deadline, "not all statuses arrived");
         tokio::time::sleep(Duration::from_millis(50)).await;
