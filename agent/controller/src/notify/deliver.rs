@@ -21,7 +21,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::events::Reporter;
+
+use crate::runtime::events::Recorder;
 use serde_json::json;
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
@@ -129,7 +131,9 @@ impl Notifier {
     /// `reporter`, which also names the instance in the events it sends.
     pub fn new(client: Option<kube::Client>, reporter: Reporter, metrics: Arc<Metrics>) -> Self {
         let instance = reporter.instance.clone().unwrap_or_default();
-        let recorder = client.clone().map(|c| Recorder::new(c, reporter));
+        let recorder = client
+            .clone()
+            .map(|c| Recorder::new(c, &reporter.controller, reporter.instance.as_deref()));
         Self {
             instance,
             inner: Arc::new(Inner {
@@ -434,14 +438,11 @@ impl Report {
             (changed, due)
         };
         if let (Err(e), true, Some(recorder)) = (&result, changed, &self.recorder) {
-            let ev = KubeEvent {
-                type_: EventType::Warning,
-                reason: "DeliveryFailed".into(),
-                note: Some(format!("{} ({}): {e}", event.subject(), event.reason)),
-                action: "Notify".into(),
-                secondary: None,
-            };
-            if let Err(err) = recorder.publish(&ev, &target.object).await {
+            let note = format!("{} ({}): {e}", event.subject(), event.reason);
+            if let Err(err) = recorder
+                .publish(&target.object, true, "DeliveryFailed", "Notify", note)
+                .await
+            {
                 warn!(error = %err, "cannot publish event");
             }
         }

@@ -7,11 +7,12 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::Resource;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use skewer_appliers::message::bounded;
 use skewer_sources::{GitFetcher, Store};
 use tracing::warn;
 
+use super::events::Recorder;
 use super::{MAX_EVENT_NOTE, Reason, Settings, backoff};
 use crate::drift::Drift;
 use crate::metrics::Metrics;
@@ -65,7 +66,11 @@ impl Context {
                 reporter.clone(),
                 metrics.clone(),
             ),
-            recorder: Recorder::new(client.clone(), reporter),
+            recorder: Recorder::new(
+                client.clone(),
+                &reporter.controller,
+                reporter.instance.as_deref(),
+            ),
             targets: Targets::new(hub, client.clone(), registry).await?,
             client,
             store: Store::new(data_dir.join("artifacts")),
@@ -155,18 +160,12 @@ impl Context {
         reason: Reason,
         note: String,
     ) {
-        let ev = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.as_str().into(),
-            note: Some(bounded(&note, MAX_EVENT_NOTE)),
-            action: "Reconcile".into(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&ev, regarding).await {
+        let note = bounded(&note, MAX_EVENT_NOTE);
+        if let Err(e) = self
+            .recorder
+            .publish(regarding, warning, reason.as_str(), "Reconcile", note)
+            .await
+        {
             warn!(error = %e, "cannot publish event");
         }
     }

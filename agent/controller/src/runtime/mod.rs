@@ -7,6 +7,7 @@
 pub mod backoff;
 pub mod context;
 pub mod controller;
+pub mod events;
 pub mod outcome;
 pub mod panics;
 pub mod report;
