@@ -13,6 +13,7 @@ use skewer_controller::clusters::Registry;
 use skewer_controller::metrics::Metrics;
 use skewer_controller::runtime::Settings;
 use skewer_controller::runtime::context::Context;
+use skewer_controller::runtime::shutdown;
 
 /// How the daemon runs: `skewer run`'s flags, parsed.
 pub struct Daemon {
@@ -44,10 +45,44 @@ pub struct Daemon {
     pub metrics_addr: SocketAddr,
 }
 
-pub async fn run(args: Daemon) -> Result<()> {
-    let config = kube::Config::infer()
-        .await
-        .context("reading the cluster configuration (KUBECONFIG or in-cluster)")?;
+/// How long the running reconciles have, once a stop is asked for, before the process exits
+/// anyway: within Kubernetes' default grace period of 30 s, so that a Pod is never killed.
+/// What a sync cut short applied is in its inventory already.
+const STOP_GRACE: Duration = Duration::from_secs(25);
+
+/// Asked to stop during start-up.
+#[derive(Debug)]
+struct Stopped;
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("stopped while starting")
+    }
+}
+
+impl std::error::Error for Stopped {}
+
+/// `step`, unless a stop is asked for first.
+async fn unless_stopped<T>(step: impl std::future::Future<Output = T>) -> Result<T, Stopped> {
+    tokio::select! {
+        v = step => Ok(v),
+        () = shutdown::requested() => Err(Stopped),
+    }
+}
+
+/// Runs the daemon against the cluster of `config` until SIGTERM or SIGINT.
+pub async fn run(args: Daemon, config: kube::Config) -> Result<()> {
+    shutdown::listen().context("listening for SIGTERM and SIGINT")?;
+    match serve(args, config).await {
+        Err(e) if e.is::<Stopped>() => {
+            tracing::info!("stopped");
+            Ok(())
+        }
+        done => done,
+    }
+}
+
+async fn serve(args: Daemon, config: kube::Config) -> Result<()> {
     let client = kube::Client::try_from(config.clone()).context("connecting to the cluster")?;
     let hub_server = config
         .cluster_url
@@ -64,10 +99,10 @@ pub async fn run(args: Daemon) -> Result<()> {
         metrics.clone(),
         ready.clone(),
     ));
-    client
-        .apiserver_version()
-        .await
-        .context("reaching the API server")?;
+    unless_stopped(client.apiserver_version())
+        .await?
+        .with_context(|| format!("reaching the API server at {hub_server}"))?;
+    unless_stopped(crds_installed(&client, &hub_server)).await?;
     ready.store(true, std::sync::atomic::Ordering::Relaxed);
     if args.shards.is_some() {
         let unreachable = match args.storage_addr {
@@ -101,7 +136,7 @@ pub async fn run(args: Daemon) -> Result<()> {
     // instead), leadership is never lost.
     let campaign =
         (args.leader_elect && args.shards.is_none()).then(|| (leases.clone(), me.clone()));
-    let mut lost = lead(campaign.as_ref(), args.lease_duration).await;
+    let mut lost = unless_stopped(lead(campaign.as_ref(), args.lease_duration)).await?;
     let shards = match args.shards {
         Some(count) => skewer_controller::shards::Shards::new(count),
         None => skewer_controller::shards::Shards::unsharded(),
@@ -139,7 +174,7 @@ pub async fn run(args: Daemon) -> Result<()> {
     };
     let registry = Registry::new(secrets_ns.as_deref());
     registry.watch(&client, secrets_ns.as_deref());
-    let ctx = Context::new(
+    let ctx = unless_stopped(Context::new(
         config,
         client,
         registry,
@@ -147,8 +182,8 @@ pub async fn run(args: Daemon) -> Result<()> {
         settings,
         metrics,
         shards.clone(),
-    )
-    .await
+    ))
+    .await?
     .context("asking the API server its version")?;
     let mut sharded = None;
     if args.shards.is_some() {
@@ -221,6 +256,11 @@ pub async fn run(args: Daemon) -> Result<()> {
     }
     tracing::info!(namespace = namespace.as_deref().unwrap_or("<all>"), data_dir = %args.data_dir.display(), "skewer running");
     tokio::spawn(trim_every(Duration::from_secs(30)));
+    let overdue = async {
+        shutdown::requested().await;
+        tokio::time::sleep(STOP_GRACE).await;
+    };
+    tokio::pin!(overdue);
     loop {
         tokio::select! {
             () = skewer_controller::reconcilers::run(ctx.clone(), namespace.clone()) => {
@@ -229,6 +269,12 @@ pub async fn run(args: Daemon) -> Result<()> {
                     keeping.abort();
                     skewer_controller::shards::lease::release_all(leases, "skewer", &me).await;
                 }
+                tracing::info!("stopped");
+                return Ok(());
+            }
+            () = &mut overdue => {
+                // Leases are left to expire: a reconcile of this replica may still be writing.
+                tracing::warn!(grace = ?STOP_GRACE, "reconciles still running; exiting without them");
                 return Ok(());
             }
             // A leader that can no longer renew must stop writing at once: its controllers
@@ -238,9 +284,50 @@ pub async fn run(args: Daemon) -> Result<()> {
             reason = &mut lost => {
                 tracing::warn!(%reason, "no longer the leader: stopped writing; campaigning again");
                 ctx.targets.retire_all();
-                lost = lead(campaign.as_ref(), args.lease_duration).await;
+                lost = unless_stopped(lead(campaign.as_ref(), args.lease_duration)).await?;
             }
         }
+    }
+}
+
+/// Waits until the API server serves every one of skewer's resources, saying which are missing
+/// and what to do (once, and again every minute), rather than letting each controller's watch
+/// fail on its own.
+async fn crds_installed(client: &kube::Client, server: &str) {
+    let wanted = skewer_api::manifests::resources();
+    let group = format!("{}/{}", skewer_api::GROUP, skewer_api::VERSION);
+    let mut said: Option<std::time::Instant> = None;
+    loop {
+        let missing: Vec<&str> = match client.list_api_group_resources(&group).await {
+            Ok(list) => wanted
+                .iter()
+                .filter(|w| !list.resources.iter().any(|r| &r.name == *w))
+                .map(String::as_str)
+                .collect(),
+            // The whole group is unknown.
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                wanted.iter().map(String::as_str).collect()
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "asking the API server which of skewer's resources it serves");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                continue;
+            }
+        };
+        if missing.is_empty() {
+            if said.is_some() {
+                tracing::info!("skewer's CRDs are installed");
+            }
+            return;
+        }
+        if said.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
+            tracing::error!(
+                missing = %missing.join(", "),
+                "skewer's CRDs are not installed on {server}: run `skewer install` (or `kubectl apply -f deploy/crds.yaml`); waiting for them"
+            );
+            said = Some(std::time::Instant::now());
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
     }
 }
 

@@ -492,6 +492,23 @@ async fn everyday_commands_read_and_steer_a_kustomization() -> Result<()> {
     let events = run_ok(&["events", "--for", "ks/web", "-n", &ns])?;
     assert!(events.starts_with("LAST SEEN  TYPE"), "{events}");
     assert!(events.contains("Kustomization/web"), "{events}");
+    // Each revision's Event names that revision (not the first one's, counted up).
+    let c = client().await;
+    for color in ["green", "red"] {
+        repo.write("app/settings.yaml", &settings(&ns, color))?;
+        let commit = repo.commit(color)?;
+        wait_applied(&c, &ns, "web", &commit).await?;
+    }
+    let third = repo.head()?;
+    let said = eventually("an Event naming the third revision", WAIT, || async {
+        let said = run_ok(&["events", "--for", "ks/web", "-n", &ns, "-o", "json"])?;
+        Ok(said.contains(&third).then_some(said))
+    })
+    .await?;
+    assert!(
+        said.contains(&commit),
+        "the first revision's Event stays: {said}"
+    );
 
     // `get --watch` prints the table, then each object again when it changes.
     let mut watching = Command::new(skewer_bin())
@@ -581,6 +598,11 @@ async fn dev_applies_each_save_and_prunes_deleted_files() -> Result<()> {
     };
     std::fs::write(dir.path().join("a.yaml"), cm("a", "c0"))?;
     std::fs::write(dir.path().join("b.yaml"), cm("b", "keep"))?;
+    // Naming no namespace: placed in -n's, as `kubectl apply -n` places it.
+    std::fs::write(
+        dir.path().join("c.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {color: placed}\n",
+    )?;
     let mut dev = Command::new(skewer_bin())
         .args(["dev", &dir.path().display().to_string(), "-n", &ns])
         .env("KUBECONFIG", skewer_e2e::hub())
@@ -592,6 +614,7 @@ async fn dev_applies_each_save_and_prunes_deleted_files() -> Result<()> {
     let result = async {
         seen(&cms, "a", Some("c0")).await?;
         seen(&cms, "b", Some("keep")).await?;
+        seen(&cms, "c", Some("placed")).await?;
         let mut took = Vec::new();
         for i in 1..=10 {
             let color = format!("c{i}");
@@ -681,5 +704,81 @@ async fn why_names_the_artifact_revision_and_file_of_an_oci_source() -> Result<(
     assert_eq!(answer["file"], "apps/all.yaml");
     assert_eq!(answer["document"], 2);
     assert_eq!(answer["author"], serde_json::Value::Null);
+    Ok(())
+}
+
+/// Issue 29: `--kubeconfig` and `--context` choose the cluster, `-n` defaults to the context's
+/// namespace, and a cluster out of reach is named with its context and what to do.
+#[tokio::test]
+async fn context_flags_choose_the_cluster_and_its_namespace() -> Result<()> {
+    let hub = skewer_e2e::hub();
+    let ns = skewer_e2e::namespace("ctx")?;
+    kustomization(&ns, "in-context", "src", "./", "")?;
+    // Two contexts: the current one on a server nobody listens on, the second on the hub in
+    // the test's namespace.
+    let dir = tempfile::tempdir()?;
+    let two = dir.path().join("two.kubeconfig");
+    std::fs::copy(hub, &two)?;
+    let config = |args: &[&str]| -> Result<String> {
+        let mut all = vec!["config"];
+        all.extend_from_slice(args);
+        kc_on(&two, &all)
+    };
+    let cluster = config(&["view", "-o", "jsonpath={.contexts[0].context.cluster}"])?;
+    let user = config(&["view", "-o", "jsonpath={.contexts[0].context.user}"])?;
+    config(&["set-cluster", "nowhere", "--server=https://127.0.0.1:9"])?;
+    config(&[
+        "set-context",
+        "first",
+        "--cluster=nowhere",
+        &format!("--user={user}"),
+    ])?;
+    config(&[
+        "set-context",
+        "second",
+        &format!("--cluster={cluster}"),
+        &format!("--user={user}"),
+        &format!("--namespace={ns}"),
+    ])?;
+    config(&["use-context", "first"])?;
+    let elsewhere = Path::new("/nonexistent");
+    let path = two.display().to_string();
+
+    let out = skewer(
+        elsewhere,
+        &["get", "ks", "--kubeconfig", &path, "--context", "second"],
+        &[],
+    )?;
+    ensure!(out.status.success(), "{}", text(&out));
+    ensure!(
+        stdout(&out).contains("in-context"),
+        "the context's namespace: {}",
+        text(&out)
+    );
+
+    let out = skewer(elsewhere, &["get", "ks", "--kubeconfig", &path], &[])?;
+    ensure!(out.status.code() == Some(3), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        err.contains("cannot reach the API server at https://127.0.0.1:9 (context first)")
+            && err.contains("--context"),
+        "{}",
+        text(&out)
+    );
+    ensure!(err.lines().count() == 1, "one line, no log: {}", text(&out));
+
+    let out = skewer(
+        elsewhere,
+        &["get", "ks", "--kubeconfig", &path, "--context", "third"],
+        &[],
+    )?;
+    ensure!(out.status.code() == Some(3), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        err.contains("--context third: the kubeconfig has no such context (it has: first, ")
+            && err.contains("second"),
+        "{}",
+        text(&out)
+    );
     Ok(())
 }

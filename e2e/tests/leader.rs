@@ -127,3 +127,66 @@ async fn an_api_server_outage_is_survived_and_the_lease_taken_again() -> Result<
     skewer_e2e::stop_cluster(cluster)?;
     Ok(())
 }
+
+/// Issue 29: SIGTERM ends `skewer run` within a second in every state: waiting for its CRDs
+/// (which it says once, with what to do), waiting for the lease as a follower, and idle.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_ends_skewer_within_a_second_in_every_state() -> Result<()> {
+    let admin = skewer_e2e::cluster("no-crds")?;
+    // A cluster of its own: without CRDs, even when a run before this one installed them.
+    skewer_e2e::kc_on(&admin, &["delete", "crd", "--all"])?;
+    let ns = skewer_e2e::unique("stop");
+    let second = Duration::from_secs(1);
+
+    let mut waiting = Skewer::start_on(&admin, &ns, &[])?;
+    eventually("skewer to say its CRDs are missing", WAIT, || async {
+        Ok(waiting
+            .logs()
+            .contains("skewer's CRDs are not installed")
+            .then_some(()))
+    })
+    .await?;
+    waiting.terminate(second)?;
+    let log = waiting.logs();
+    assert!(log.contains("run `skewer install`"), "{log}");
+    assert!(
+        log.contains("missing=gitrepositories, "),
+        "names them: {log}"
+    );
+    assert!(!log.contains('\u{1b}'), "no colour in a log file: {log}");
+
+    // The command line says the same.
+    let out = std::process::Command::new(skewer_e2e::skewer_bin())
+        .args(["get", "ks", "--kubeconfig"])
+        .arg(&admin)
+        .env("NO_COLOR", "1")
+        .output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("skewer's CRDs are not installed on https://")
+            && err.contains("run `skewer install`"),
+        "{err}"
+    );
+
+    skewer_e2e::install_crds(&admin)?;
+    skewer_e2e::kc_on(&admin, &["create", "namespace", &ns])?;
+    let flags = ["--leader-elect", "true", "--lease-duration", "15s"];
+    let mut leader = Skewer::start_on(&admin, &ns, &flags)?;
+    eventually("the leader to run", WAIT, || async {
+        Ok(leader.logs().contains("skewer running").then_some(()))
+    })
+    .await?;
+    let mut follower = Skewer::start_on(&admin, &ns, &flags)?;
+    eventually("the follower to wait for the lease", WAIT, || async {
+        Ok(follower
+            .logs()
+            .contains("waiting to become the leader")
+            .then_some(()))
+    })
+    .await?;
+    follower.terminate(second)?;
+    leader.terminate(second)?;
+    assert!(leader.logs().contains("stopped"), "{}", leader.logs());
+    Ok(())
+}

@@ -2,6 +2,7 @@
 //! the Deployment. `skewer manifests --out deploy` writes them; a test fails when the checked-in
 //! copies are stale.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 use serde_json::{Value, json};
 
@@ -12,9 +13,9 @@ use crate::{
 
 pub const NAMESPACE: &str = "skewer-system";
 
-/// File name → YAML content, in a stable order.
-pub fn files(image: &str) -> Result<Vec<(&'static str, String)>, serde_saphyr::SerializeError> {
-    let crds: Vec<Value> = [
+/// skewer's CRDs, in a stable order.
+fn crds() -> [CustomResourceDefinition; 8] {
+    [
         GitRepository::crd(),
         OCIRepository::crd(),
         Kustomization::crd(),
@@ -24,9 +25,20 @@ pub fn files(image: &str) -> Result<Vec<(&'static str, String)>, serde_saphyr::S
         Provider::crd(),
         Alert::crd(),
     ]
-    .into_iter()
-    .map(|c| serde_json::to_value(c).unwrap_or(Value::Null))
-    .collect();
+}
+
+/// The resources (plural names) skewer's CRDs define: what the API server must serve before
+/// skewer can run.
+pub fn resources() -> Vec<String> {
+    crds().into_iter().map(|c| c.spec.names.plural).collect()
+}
+
+/// File name → YAML content, in a stable order.
+pub fn files(image: &str) -> Result<Vec<(&'static str, String)>, serde_saphyr::SerializeError> {
+    let crds: Vec<Value> = crds()
+        .into_iter()
+        .map(|c| serde_json::to_value(c).unwrap_or(Value::Null))
+        .collect();
     Ok(vec![
         ("crds.yaml", to_yaml(&crds)?),
         ("rbac.yaml", to_yaml(&rbac())?),

@@ -121,10 +121,15 @@ pub async fn run_dev(client: kube::Client, dev: Dev) -> Result<()> {
     watcher
         .watch(&root, RecursiveMode::Recursive)
         .with_context(|| format!("watching {}", root.display()))?;
+    // Objects that name no namespace go to the owner's, as `kubectl apply -n` places them.
+    let transform = Transform {
+        default_namespace: Some(dev.owner.namespace.clone()),
+        ..Transform::default()
+    };
     let opts = Arc::new(ApplyOptions::new(
         FIELD_MANAGER,
         dev.owner.clone(),
-        Transform::default(),
+        transform,
     ));
     let memo = Memo::default();
     let mut previous = Inventory::default();

@@ -104,7 +104,7 @@ where
         .concurrency(ctx.settings.max_concurrent_reconciles);
     let acquired = crate::shards::announced(ctx.shards.subscribe());
     controller
-        .shutdown_on_signal()
+        .graceful_shutdown_on(super::shutdown::trigger())
         .with_config(config)
         .trigger_backoff(watch::Retry::default())
         .reconcile_all_on(acquired)

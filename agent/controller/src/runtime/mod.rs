@@ -11,6 +11,7 @@ pub mod events;
 pub mod outcome;
 pub mod panics;
 pub mod report;
+pub mod shutdown;
 pub mod status;
 
 use std::time::Duration;

@@ -18,6 +18,13 @@ use skewer_view::named::Named;
     after_help = AFTER_HELP,
 )]
 pub struct Cli {
+    /// The kubeconfig to read (default: $KUBECONFIG, then ~/.kube/config, then the Pod's
+    /// service account).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
     /// Log format.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "SKEWER_LOG_FORMAT")]
     pub log_format: LogFormat,
@@ -123,7 +130,8 @@ pub enum Command {
         /// The Kustomization whose patches, labels and inventory apply.
         #[arg(long, short = 'k')]
         kustomization: String,
-        #[arg(long, short = 'n', default_value = "default")]
+        /// The namespace (default: the kubeconfig context's, else `default`).
+        #[arg(long, short = 'n', default_value_t = crate::connect::default_namespace(), hide_default_value = true)]
         namespace: String,
         /// The root of the source (default: the Git work tree PATH is in, else PATH).
         #[arg(long)]
@@ -137,7 +145,9 @@ pub enum Command {
         /// The owner the objects are labeled with (default: dev-<directory name>).
         #[arg(long)]
         name: Option<String>,
-        #[arg(long, short = 'n', default_value = "default")]
+        /// The namespace of objects that name none, and of the owner (default: the kubeconfig
+        /// context's, else `default`).
+        #[arg(long, short = 'n', default_value_t = crate::connect::default_namespace(), hide_default_value = true)]
         namespace: String,
         /// Keep objects whose files were deleted.
         #[arg(long)]
@@ -177,7 +187,8 @@ pub enum Command {
         /// `<kind>/<name>`: a kind (`ConfigMap`), its plural, `plural.group`, or a short name
         /// (`cm`, `deploy`, `svc`, …).
         target: String,
-        #[arg(long, short = 'n', default_value = "default")]
+        /// The namespace (default: the kubeconfig context's, else `default`).
+        #[arg(long, short = 'n', default_value_t = crate::connect::default_namespace(), hide_default_value = true)]
         namespace: String,
         #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
         output: Output,
@@ -313,7 +324,8 @@ pub struct TargetArgs {
     /// `ks/<name>`, `app/<name>`, `gitrepository/<name>`, `ocirepository/<name>` or
     /// `receiver/<name>`.
     pub target: Named,
-    #[arg(long, short = 'n', default_value = "default")]
+    /// The namespace (default: the kubeconfig context's, else `default`).
+    #[arg(long, short = 'n', default_value_t = crate::connect::default_namespace(), hide_default_value = true)]
     pub namespace: String,
 }
 
@@ -489,7 +501,8 @@ pub enum Get {
 /// Which objects `get` lists, and how it prints them.
 #[derive(Args)]
 pub struct ListArgs {
-    #[arg(long, short = 'n', default_value = "default")]
+    /// The namespace (default: the kubeconfig context's, else `default`).
+    #[arg(long, short = 'n', default_value_t = crate::connect::default_namespace(), hide_default_value = true)]
     pub namespace: String,
     /// Every namespace.
     #[arg(long, short = 'A')]

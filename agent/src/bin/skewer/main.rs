@@ -13,6 +13,7 @@ use skewer_view::named::ControlError;
 use std::process::ExitCode;
 
 mod args;
+mod connect;
 
 use args::*;
 use tracing_subscriber::EnvFilter;
@@ -117,19 +118,24 @@ async fn migrate(
 }
 
 async fn hub_client() -> Result<kube::Client> {
-    let config = kube::Config::infer()
-        .await
-        .context("reading the cluster configuration (KUBECONFIG or in-cluster)")?;
-    kube::Client::try_from(config).context("connecting to the hub")
+    connect::client().await
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,kube=warn"));
+    // The daemon logs; a command says what went wrong itself, once, so kube's client does
+    // not repeat it as a log line.
+    let quiet = if matches!(cli.command, Command::Run(_)) {
+        "info,kube=warn"
+    } else {
+        "info,kube=warn,kube_client=off"
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(quiet));
+    // Colour only on a terminal, and never with NO_COLOR: logs in files and pipes stay plain.
     let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(skewer_cli::term::colour_on_stderr())
         .with_writer(std::io::stderr);
     match cli.log_format {
         LogFormat::Json => fmt.json().init(),
@@ -137,13 +143,23 @@ async fn main() -> ExitCode {
     }
     // kube uses rustls with ring; install it as the process-wide provider explicitly.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    connect::choose(connect::Choice {
+        kubeconfig: cli.kubeconfig,
+        context: cli.context,
+    });
     match dispatch(cli.command).await {
         Ok(Exit::Ok) => ExitCode::SUCCESS,
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
-            let code = e.downcast_ref::<Ended>().map_or(Exit::Failed, |e| e.code);
             let red = skewer_cli::term::colour_on_stderr();
-            eprintln!("{} {e:#}", paint(red, Paint::Red, "error:"));
+            let error = paint(red, Paint::Red, "error:");
+            // Out of reach, or no CRDs: said in the user's terms, with what to do.
+            if let Some(said) = connect::explain(&e) {
+                eprintln!("{error} {said}");
+                return ExitCode::from(Exit::Failed as u8);
+            }
+            let code = e.downcast_ref::<Ended>().map_or(Exit::Failed, |e| e.code);
+            eprintln!("{error} {e:#}");
             ExitCode::from(code as u8)
         }
     }
@@ -153,7 +169,10 @@ async fn main() -> ExitCode {
 /// to say (`diff` found differences).
 async fn dispatch(command: Command) -> Result<Exit> {
     match command {
-        Command::Run(args) => skewer_agent::daemon::run(args.into_daemon()).await?,
+        Command::Run(args) => {
+            let config = connect::config().await?;
+            skewer_agent::daemon::run(args.into_daemon(), config).await?
+        }
         Command::Build {
             path,
             source_root,
@@ -525,9 +544,7 @@ async fn get(what: Get) -> Result<()> {
             all_namespaces,
             output,
         } => {
-            let config = kube::Config::infer()
-                .await
-                .context("reading the cluster configuration (KUBECONFIG or in-cluster)")?;
+            let config = connect::config().await?;
             let server = config.cluster_url.to_string();
             let namespace = (!all_namespaces).then_some(namespace);
             return print_rows(output, false, clusters::list::table, || async {
