@@ -782,3 +782,75 @@ async fn context_flags_choose_the_cluster_and_its_namespace() -> Result<()> {
     );
     Ok(())
 }
+
+/// Issue 29: `skewer dev` on objects another owner applies refuses them, naming the owner,
+/// and applies nothing; `--take-over` applies them.
+#[tokio::test]
+async fn dev_refuses_objects_another_owner_applies_unless_taking_over() -> Result<()> {
+    let ns = skewer_e2e::namespace("cli-dev-own")?;
+    kc_on(
+        skewer_e2e::hub(),
+        &[
+            "create",
+            "configmap",
+            "shared",
+            "-n",
+            &ns,
+            "--from-literal=color=theirs",
+        ],
+    )?;
+    kc_on(
+        skewer_e2e::hub(),
+        &[
+            "label",
+            "configmap",
+            "shared",
+            "-n",
+            &ns,
+            "skewer.dev/name=web",
+            &format!("skewer.dev/namespace={ns}"),
+        ],
+    )?;
+    let dir = tempfile::tempdir()?;
+    std::fs::write(
+        dir.path().join("shared.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shared}\ndata: {color: mine}\n",
+    )?;
+    let dev = |extra: &[&str]| -> Result<std::process::Child> {
+        Ok(Command::new(skewer_bin())
+            .args(["dev", &dir.path().display().to_string(), "-n", &ns])
+            .args(extra)
+            .env("KUBECONFIG", skewer_e2e::hub())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?)
+    };
+    let mut refused = dev(&[])?;
+    let first = {
+        use std::io::BufRead as _;
+        let out = refused.stdout.take().context("stdout")?;
+        std::io::BufReader::new(out)
+            .lines()
+            .next()
+            .context("a line")??
+    };
+    let _ = refused.kill();
+    let _ = refused.wait();
+    ensure!(
+        first.contains(&format!("ConfigMap/{ns}/shared is applied by {ns}/web"))
+            && first.contains("--take-over"),
+        "{first}"
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(client().await, &ns);
+    let data = cms.get("shared").await?.data.unwrap_or_default();
+    ensure!(
+        data.get("color").map(String::as_str) == Some("theirs"),
+        "nothing applied: {data:?}"
+    );
+
+    let mut taking = dev(&["--take-over"])?;
+    let result = seen(&cms, "shared", Some("mine")).await;
+    let _ = taking.kill();
+    let _ = taking.wait();
+    result.map(|_| ())
+}

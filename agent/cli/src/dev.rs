@@ -15,7 +15,7 @@ use notify::{RecursiveMode, Watcher as _};
 use skewer_appliers::apply::{Applier, ApplyOptions, Outcome, Plan};
 use skewer_appliers::scope::Scope;
 use skewer_appliers::sync::{SyncHooks, SyncReport, run};
-use skewer_appliers::transform::{Owner, Transform};
+use skewer_appliers::transform::{OWNER_NAME, OWNER_NAMESPACE, Owner, Transform};
 use skewer_appliers::{HealthChecks, Inventory, ObjectId, SyncRequest};
 
 use super::build::Local;
@@ -33,6 +33,50 @@ pub struct Dev {
     pub prune: bool,
     /// Wait for health after each apply, at most this long.
     pub wait: Option<Duration>,
+    /// Apply objects another owner (a Kustomization, an Application, another `dev`) applies.
+    pub take_over: bool,
+}
+
+/// The objects of `manifests` not checked before whose owner labels name another owner than
+/// `owner`, each as a line saying who. Checked ones are remembered in `checked` when none is
+/// held, so each object is read once per session; a kind the cluster does not know yet (its
+/// CRD is in the same directory) has nothing to hold.
+async fn held_by_others(
+    applier: &Applier,
+    owner: &Owner,
+    manifests: &[skewer_appliers::Manifest],
+    checked: &mut BTreeSet<ObjectId>,
+) -> Result<Vec<String>> {
+    let fresh: Vec<&skewer_appliers::Manifest> = manifests
+        .iter()
+        .filter(|m| !checked.contains(&m.id()))
+        .collect();
+    // One read per object, once per session: a directory one works on is small.
+    let mut held = Vec::new();
+    for m in &fresh {
+        let Ok(kind) = applier
+            .resources()
+            .resolve(m.api_version(), m.kind(), &[])
+            .await
+        else {
+            continue;
+        };
+        let live = kind
+            .api(applier.resources().client().clone(), m.namespace())
+            .get_metadata_opt(m.name())
+            .await
+            .with_context(|| format!("reading {}", m.id().display()))?;
+        let labels = live.and_then(|l| l.metadata.labels).unwrap_or_default();
+        if let (Some(ns), Some(name)) = (labels.get(OWNER_NAMESPACE), labels.get(OWNER_NAME))
+            && !owner.owns(Some(&labels))
+        {
+            held.push(format!("{} is applied by {ns}/{name}", m.id().display()));
+        }
+    }
+    if held.is_empty() {
+        checked.extend(fresh.iter().map(|m| m.id()));
+    }
+    Ok(held)
 }
 
 /// Remembers the manifest each object was last applied with, so that a save sends only what
@@ -76,6 +120,43 @@ impl SyncHooks for Memo {
             if let Some(text) = pending.get(&o.id) {
                 applied.insert(o.id.clone(), text.clone());
             }
+        }
+    }
+}
+
+/// Whether every object `local` renders is free for `dev`'s owner; if not, says which are
+/// not and who holds them.
+async fn owned(
+    applier: &Applier,
+    dev: &Dev,
+    local: &Local,
+    opts: &ApplyOptions,
+    checked: &mut BTreeSet<ObjectId>,
+) -> bool {
+    let manifests = match skewer_appliers::sync::preview(
+        &local.files,
+        &local.relative,
+        &[],
+        None,
+        &opts.transform,
+        Some(&dev.owner),
+    ) {
+        Ok(m) => m,
+        // The sync says what is wrong with the files.
+        Err(_) => return true,
+    };
+    match held_by_others(applier, &dev.owner, &manifests, checked).await {
+        Ok(held) if held.is_empty() => true,
+        Ok(held) => {
+            println!(
+                "refused, nothing applied (OwnershipConflict): {}; --take-over applies them anyway (their owner puts them back at its next sync)",
+                skewer_appliers::message::summarize(&held)
+            );
+            false
+        }
+        Err(e) => {
+            println!("failed: {e:#}");
+            false
         }
     }
 }
@@ -132,6 +213,7 @@ pub async fn run_dev(client: kube::Client, dev: Dev) -> Result<()> {
         transform,
     ));
     let memo = Memo::default();
+    let mut checked = BTreeSet::new();
     let mut previous = Inventory::default();
     eprintln!(
         "applying {} as {}/{}; saving a file applies it again (Ctrl-C stops)",
@@ -142,6 +224,8 @@ pub async fn run_dev(client: kube::Client, dev: Dev) -> Result<()> {
     loop {
         let started = Instant::now();
         match Local::read(&dev.dir, Some(&root)) {
+            Ok(local)
+                if !dev.take_over && !owned(&applier, &dev, &local, &opts, &mut checked).await => {}
             Ok(local) => {
                 let request = SyncRequest {
                     files: local.files,

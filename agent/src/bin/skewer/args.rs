@@ -152,6 +152,10 @@ pub enum Command {
         /// Keep objects whose files were deleted.
         #[arg(long)]
         no_prune: bool,
+        /// Apply objects another owner (a Kustomization, an Application) applies; without it
+        /// they are refused, naming the owner.
+        #[arg(long)]
+        take_over: bool,
         /// Wait for the applied objects to be healthy after each apply, at most this long.
         #[arg(long, value_parser = parse_duration)]
         wait: Option<Duration>,

@@ -248,6 +248,7 @@ async fn dispatch(command: Command) -> Result<Exit> {
             no_prune,
             wait,
             source_root,
+            take_over,
         } => {
             let client = hub_client().await?;
             let name = match name {
@@ -260,6 +261,7 @@ async fn dispatch(command: Command) -> Result<Exit> {
                 owner: skewer_appliers::transform::Owner { name, namespace },
                 prune: !no_prune,
                 wait,
+                take_over,
             };
             skewer_cli::dev::run_dev(client, dev).await?;
         }
