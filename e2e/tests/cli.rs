@@ -203,6 +203,8 @@ async fn bootstrap_flow(admin: &Path) -> Result<()> {
         .skip(before)
         .filter(|a| matches!(a.verb.as_str(), "create" | "update" | "patch" | "delete"))
         .filter(|a| !a.uri.contains("dryRun"))
+        // The preflight's questions (may I create …?) store nothing.
+        .filter(|a| a.resource != "selfsubjectaccessreviews")
         .collect();
     assert!(writes.is_empty(), "the second bootstrap wrote: {writes:?}");
 
@@ -853,4 +855,86 @@ async fn dev_refuses_objects_another_owner_applies_unless_taking_over() -> Resul
     let _ = taking.kill();
     let _ = taking.wait();
     result.map(|_| ())
+}
+
+/// Issue 29: bootstrap checks the cluster before touching Git: with a cluster out of reach it
+/// fails saying nothing was pushed, and the repository's refs are as they were.
+#[tokio::test]
+async fn bootstrap_with_a_cluster_out_of_reach_pushes_nothing() -> Result<()> {
+    let git = GitServer::start_http()?;
+    let (url, bare) = git.empty_repo("fleet")?;
+    let refs = || run("git", &["-C", &bare.display().to_string(), "for-each-ref"]);
+    let before = refs()?;
+    let dir = tempfile::tempdir()?;
+    let away = dir.path().join("away.kubeconfig");
+    std::fs::copy(skewer_e2e::hub(), &away)?;
+    let cluster = kc_on(
+        &away,
+        &[
+            "config",
+            "view",
+            "-o",
+            "jsonpath={.contexts[0].context.cluster}",
+        ],
+    )?;
+    kc_on(
+        &away,
+        &[
+            "config",
+            "set-cluster",
+            &cluster,
+            "--server=https://127.0.0.1:9",
+        ],
+    )?;
+    let out = skewer(
+        &away,
+        &[
+            "bootstrap",
+            "git",
+            "--url",
+            &url,
+            "--branch",
+            "main",
+            "--path",
+            "clusters/away",
+        ],
+        &[],
+    )?;
+    ensure!(out.status.code() == Some(3), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        err.contains("nothing was pushed")
+            && err.contains("cannot reach the API server at https://127.0.0.1:9"),
+        "{}",
+        text(&out)
+    );
+    ensure!(!err.contains("cloning"), "Git untouched: {}", text(&out));
+    assert_eq!(refs()?, before, "the repository's refs are unchanged");
+
+    // A user who may not install: refused, naming what it may not create; Git untouched.
+    let nobody = skewer_e2e::kubeconfig_as(skewer_e2e::hub(), "nobody-in-particular", None)?;
+    let out = skewer(
+        &nobody,
+        &[
+            "bootstrap",
+            "git",
+            "--url",
+            &url,
+            "--branch",
+            "main",
+            "--path",
+            "clusters/away",
+        ],
+        &[],
+    )?;
+    ensure!(out.status.code() == Some(3), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        err.contains("may not create customresourcedefinitions, namespaces")
+            && err.contains("nothing was pushed"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(refs()?, before, "the repository's refs are unchanged");
+    Ok(())
 }

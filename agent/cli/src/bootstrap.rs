@@ -3,6 +3,8 @@
 //! 1. The files: skewer's install manifests and its sync manifests (a GitRepository and a
 //!    Kustomization named `skewer-system` for `--path`) under `<path>/skewer-system/`, with a
 //!    `kustomization.yaml` listing them (pure: [`files`]).
+//! 1. Before Git is touched, [`preflight`]: the cluster answers and this user may create
+//!    what bootstrap installs; otherwise nothing is pushed.
 //! 2. Git, through the `git` program (gix cannot push): the branch is fetched (or begun, in an
 //!    empty repository), the files written, and a commit pushed only when they changed; a push
 //!    refused as not fast-forward is tried again on a fresh fetch. Credentials reach `git`
@@ -180,9 +182,83 @@ pub struct Bootstrapped {
     pub secret_written: bool,
 }
 
+/// What bootstrap needs to do on the cluster, each as (group, resource, namespace): asked of
+/// the API server before Git is touched.
+const RIGHTS: [(&str, &str, Option<&str>); 7] = [
+    ("apiextensions.k8s.io", "customresourcedefinitions", None),
+    ("", "namespaces", None),
+    ("rbac.authorization.k8s.io", "clusterroles", None),
+    ("rbac.authorization.k8s.io", "clusterrolebindings", None),
+    ("", "serviceaccounts", Some(NAMESPACE)),
+    ("apps", "deployments", Some(NAMESPACE)),
+    ("", "secrets", Some(NAMESPACE)),
+];
+
+/// Before anything is cloned or pushed: the cluster answers, and this user may create what
+/// bootstrap creates. A bootstrap that could not finish on the cluster never changes Git.
+pub async fn preflight(client: &kube::Client) -> Result<String> {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    };
+    let version = client
+        .apiserver_version()
+        .await
+        .context("checking the cluster before touching Git (nothing was pushed)")?;
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let mut denied = Vec::new();
+    for (group, resource, namespace) in RIGHTS {
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(group.into()),
+                    resource: Some(resource.into()),
+                    namespace: namespace.map(Into::into),
+                    verb: Some("create".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let answer = reviews
+            .create(&Default::default(), &review)
+            .await
+            .context("asking the cluster what this user may do (nothing was pushed)")?;
+        if !answer.status.is_some_and(|s| s.allowed) {
+            let what = match namespace {
+                Some(ns) => format!("{resource} in {ns}"),
+                None => resource.to_string(),
+            };
+            denied.push(what);
+        }
+    }
+    if !denied.is_empty() {
+        return Err(Ended::new(
+            Exit::Failed,
+            format!(
+                "this user may not create {}, which bootstrap installs: nothing was pushed (bootstrap as a cluster admin)",
+                denied.join(", ")
+            ),
+        )
+        .into());
+    }
+    Ok(format!(
+        "cluster reachable (Kubernetes {}.{}), rights to install",
+        version.major, version.minor
+    ))
+}
+
 /// Runs the whole bootstrap.
 pub async fn bootstrap(client: &kube::Client, b: &Bootstrap) -> Result<Bootstrapped> {
     let files = files(b)?;
+    let progress = Progress::start("checking the cluster");
+    match preflight(client).await {
+        Ok(line) => progress.done(true, &line),
+        Err(e) => {
+            progress.done(false, "the cluster is not ready for bootstrap");
+            return Err(e);
+        }
+    }
     let progress = Progress::start(&format!("cloning {} ({})", b.url, b.branch));
     let work = tempfile::tempdir().context("making a work directory")?;
     let git = Git::new(work.path(), b)?;

@@ -162,9 +162,14 @@ pub fn explain(e: &anyhow::Error) -> Option<String> {
         Some(kube::Error::HyperError(_) | kube::Error::Service(_)) => true,
         _ => text.contains("client error (Connect)"),
     };
+    // What the command was doing, when it said (`checking the cluster … (nothing was pushed)`).
+    let doing = match typed {
+        Some(k) if k.to_string() != e.to_string() => format!("{e}: "),
+        _ => String::new(),
+    };
     unreachable.then(|| {
         format!(
-            "cannot reach the API server at {}{context}: {}. Is the cluster running, and is it the one you meant (--kubeconfig, --context)?",
+            "{doing}cannot reach the API server at {}{context}: {}. Is the cluster running, and is it the one you meant (--kubeconfig, --context)?",
             at.server,
             e.root_cause()
         )
