@@ -554,6 +554,16 @@ async fn everyday_commands_read_and_steer_a_kustomization() -> Result<()> {
             .is_some_and(|l| l.starts_with("web   Suspended")),
         "{table}"
     );
+    // Waiting on a suspended one is refused at once, saying how to resume it.
+    let asked = Instant::now();
+    let out = skewer(hub, &["reconcile", "ks/web", "-n", &ns, "--wait=30s"], &[])?;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is suspended")
+            && asked.elapsed() < Duration::from_secs(10),
+        "{}",
+        text(&out)
+    );
     assert_eq!(
         run_ok(&["resume", "ks/web", "-n", &ns])?,
         "kustomization/web: resumed\n"
@@ -575,6 +585,16 @@ async fn everyday_commands_read_and_steer_a_kustomization() -> Result<()> {
         String::from_utf8_lossy(&out.stderr).contains("does not exist"),
         "{}",
         text(&out)
+    );
+
+    let version = run_ok(&["version"])?;
+    let lines: Vec<&str> = version.lines().collect();
+    assert!(
+        lines.len() == 3
+            && lines[0].starts_with("client   skewer ")
+            && lines[1].starts_with("cluster  Kubernetes v1.")
+            && lines[2].starts_with("skewer   "),
+        "{version}"
     );
 
     let bash = run_ok(&["completion", "bash"])?;

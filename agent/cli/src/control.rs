@@ -45,6 +45,11 @@ pub async fn reconcile(
     wait: Option<Duration>,
 ) -> Result<String, ControlError> {
     let obj = get(client, namespace, target).await?;
+    if obj["spec"]["suspend"] == true {
+        return Err(ControlError::Refused(format!(
+            "{target} is suspended: it reconciles again after `skewer resume {target} -n {namespace}`"
+        )));
+    }
     if with_source {
         let source = obj["spec"]["sourceRef"].clone();
         let kind = source["kind"].as_str().and_then(Kind::of_source);
@@ -88,7 +93,18 @@ pub async fn reconcile(
         handled(target, &obj, &token)
     })
     .await
+    .map_err(|e| match e {
+        // Never picked up: say what to look at.
+        ControlError::Timeout(wait, state) if state == NOT_PICKED_UP => ControlError::Timeout(
+            wait,
+            format!("{state} (is skewer running, and does it watch namespace {namespace}?)"),
+        ),
+        e => e,
+    })
 }
+
+/// Where a request stands before skewer has seen it.
+const NOT_PICKED_UP: &str = "not picked up yet";
 
 /// Where `obj` stands after the request `token`: done (`Ok(Ok(line))`), still going
 /// (`Ok(Err(state))`), or failed.
@@ -103,7 +119,7 @@ fn handled(
         _ => "lastHandledReconcileAt",
     };
     if st[field].as_str() != Some(token) {
-        return Ok(Err("not picked up yet (is skewer running?)".into()));
+        return Ok(Err(NOT_PICKED_UP.into()));
     }
     if target.kind == Kind::Application {
         let (sync, health) = (

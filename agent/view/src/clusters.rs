@@ -72,11 +72,7 @@ pub fn table(rows: &[ClusterRow]) -> String {
 
 /// A message on one line, at most 120 characters.
 fn one_line(s: &str) -> String {
-    let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= 120 {
-        return flat;
-    }
-    flat.chars().take(119).collect::<String>() + "…"
+    crate::table::cut(s, 120)
 }
 
 #[cfg(test)]

@@ -79,9 +79,19 @@ pub fn changed<R: Serialize>(before: &[R], now: &[R]) -> Vec<usize> {
         .collect()
 }
 
-/// A message cut to what fits a table line.
+/// A message on one line, cut to what fits a table line (80 characters), with `…` where it
+/// was cut.
 pub fn short(message: &str) -> String {
-    message.chars().take(80).collect()
+    cut(message, 80)
+}
+
+/// `s` on one line, at most `max` characters, the last one `…` when it was cut.
+pub fn cut(s: &str, max: usize) -> String {
+    let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    flat.chars().take(max.saturating_sub(1)).collect::<String>() + "…"
 }
 
 /// How old something created at `created` is, as kubectl says it: `45s`, `12m`, `5h`, `3d`.
@@ -285,6 +295,18 @@ mod tests {
 
     fn ts(s: &str) -> jiff::Timestamp {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_long_message_is_cut_with_an_ellipsis_on_one_line() {
+        let long = format!("line one\nline two {}", "x".repeat(100));
+        let cut = short(&long);
+        assert_eq!(cut.chars().count(), 80);
+        assert!(
+            cut.starts_with("line one line two x") && cut.ends_with('…'),
+            "{cut}"
+        );
+        assert_eq!(short("fits"), "fits");
     }
 
     #[test]

@@ -214,6 +214,10 @@ pub enum Command {
         #[command(subcommand)]
         what: Get,
     },
+    /// This command line's version, the cluster's, and the skewer installed there (its
+    /// Deployment's image and ready replicas).
+    #[command(after_help = "Example:\n  skewer version --context prod")]
+    Version,
     /// Print a shell completion script.
     #[command(
         after_help = "Examples:\n  skewer completion bash > /etc/bash_completion.d/skewer\n  skewer completion zsh > \"${fpath[1]}/_skewer\"\n  skewer completion fish > ~/.config/fish/completions/skewer.fish"

@@ -321,6 +321,7 @@ async fn dispatch(command: Command) -> Result<Exit> {
             .await?;
         }
         Command::Get { what } => get(what).await?,
+        Command::Version => version().await?,
         Command::Completion { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "skewer", &mut std::io::stdout());
@@ -432,6 +433,42 @@ async fn suspend(t: &TargetArgs, suspend: bool) -> Result<()> {
 /// A control error as the error that ends the command with its exit code.
 fn ended(e: ControlError) -> anyhow::Error {
     Ended::new(control::exit_of(&e), e.to_string()).into()
+}
+
+/// `skewer version`: the client's line first, so that it prints even when the cluster is out
+/// of reach.
+async fn version() -> Result<()> {
+    println!("client   skewer {}", env!("CARGO_PKG_VERSION"));
+    let client = hub_client().await?;
+    let server = client.apiserver_version().await?;
+    let config = connect::config().await?;
+    println!(
+        "cluster  Kubernetes {} at {}",
+        server.git_version,
+        config.cluster_url.to_string().trim_end_matches('/')
+    );
+    let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
+        kube::Api::namespaced(client, manifests::NAMESPACE);
+    let line = match deployments.get_opt("skewer").await? {
+        None => format!(
+            "not installed (no Deployment {}/skewer; `skewer install` or `skewer bootstrap`)",
+            manifests::NAMESPACE
+        ),
+        Some(d) => {
+            let image = d
+                .spec
+                .as_ref()
+                .and_then(|s| s.template.spec.as_ref())
+                .and_then(|s| s.containers.first())
+                .and_then(|c| c.image.clone())
+                .unwrap_or_default();
+            let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            let ready = d.status.and_then(|s| s.ready_replicas).unwrap_or(0);
+            format!("{image} ({ready}/{want} ready)")
+        }
+    };
+    println!("skewer   {line}");
+    Ok(())
 }
 
 /// `dev-<the directory's name>`, as a Kubernetes name.
