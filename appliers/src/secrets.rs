@@ -27,33 +27,17 @@ pub fn is_secret(m: &Manifest) -> bool {
     m.kind() == "Secret" && m.group_version().0.is_empty()
 }
 
-/// Checks a Secret's values and moves `stringData` into `data`. Other kinds are untouched.
-/// The error names the field and key, never the value.
+/// Checks a Secret's or a ConfigMap's values are strings, and moves a Secret's `stringData`
+/// into `data`. Other kinds are untouched. A Secret's error names the field and key, never the
+/// value; a ConfigMap's shows the value quoted, as it should be written.
 pub fn prepare(m: &mut Manifest) -> Result<(), String> {
+    if m.kind() == "ConfigMap" && m.group_version().0.is_empty() {
+        return strings_only(m, &["data", "binaryData"], true);
+    }
     if !is_secret(m) {
         return Ok(());
     }
-    for field in ["data", "stringData"] {
-        match &m.object[field] {
-            Value::Null => {}
-            Value::Object(values) => {
-                for (key, value) in values {
-                    if !value.is_string() {
-                        return Err(format!(
-                            "{field}.{key}: expected a string, got {} (quote it; the value is not shown)",
-                            type_name(value)
-                        ));
-                    }
-                }
-            }
-            other => {
-                return Err(format!(
-                    "{field}: expected a mapping of keys to strings, got {}",
-                    type_name(other)
-                ));
-            }
-        }
-    }
+    strings_only(m, &["data", "stringData"], false)?;
     let Some(obj) = m.object.as_object_mut() else {
         return Ok(());
     };
@@ -68,6 +52,41 @@ pub fn prepare(m: &mut Manifest) -> Result<(), String> {
         for (key, value) in string_data {
             let text = value.as_str().unwrap_or_default();
             data.insert(key, Value::String(STANDARD.encode(text)));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a value of `fields` that is not a string (an unquoted number, boolean or map, which
+/// the API server would refuse quoting its internal types), naming the field and key; `show`:
+/// with the value, quoted as it should be written.
+fn strings_only(m: &Manifest, fields: &[&str], show: bool) -> Result<(), String> {
+    for field in fields {
+        match &m.object[*field] {
+            Value::Null => {}
+            Value::Object(values) => {
+                if let Some((key, value)) = values.iter().find(|(_, v)| !v.is_string()) {
+                    let hint = if show {
+                        let text = match value {
+                            Value::Array(_) | Value::Object(_) => "…".to_string(),
+                            v => v.to_string(),
+                        };
+                        format!("quote it: {key}: \"{text}\"")
+                    } else {
+                        "quote it; the value is not shown".into()
+                    };
+                    return Err(format!(
+                        "{field}.{key}: expected a string, got {} ({hint})",
+                        type_name(value)
+                    ));
+                }
+            }
+            other => {
+                return Err(format!(
+                    "{field}: expected a mapping of keys to strings, got {}",
+                    type_name(other)
+                ));
+            }
         }
     }
     Ok(())
@@ -165,6 +184,26 @@ mod tests {
     }
 
     #[test]
+    fn a_configmap_value_that_is_not_a_string_is_refused_showing_it_quoted() {
+        let cm = |data: Value| Manifest {
+            object: json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": data}),
+            origin: String::new(),
+        };
+        let err = prepare(&mut cm(json!({"replicas": 1, "name": "web"}))).unwrap_err();
+        assert_eq!(
+            err,
+            "data.replicas: expected a string, got a number (quote it: replicas: \"1\")"
+        );
+        let err = prepare(&mut cm(json!({"debug": true}))).unwrap_err();
+        assert!(err.contains("quote it: debug: \"true\""), "{err}");
+        assert!(prepare(&mut cm(json!({"a": "1"}))).is_ok());
+        // Other kinds' data is theirs.
+        let mut other = cm(json!({"replicas": 1}));
+        other.object["apiVersion"] = json!("example.com/v1");
+        assert!(prepare(&mut other).is_ok());
+    }
+
+    #[test]
     fn non_string_values_are_refused_naming_the_key_only() {
         for (value, got) in [
             (json!(987654321), "a number"),
@@ -206,10 +245,10 @@ mod tests {
         );
         let mut cm = Manifest {
             origin: String::new(),
-            object: json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"n": 1}}),
+            object: json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"n": "1"}}),
         };
         prepare(&mut cm).unwrap();
-        assert_eq!(cm.object["data"]["n"], 1, "other kinds are not touched");
+        assert_eq!(cm.object["data"]["n"], "1", "a ConfigMap keeps its data");
     }
 
     #[test]
