@@ -199,3 +199,31 @@ pub async fn applications_synced(c: &Client, ns: &str, n: usize, limit: Duration
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
+
+/// A `github` Provider `provider` at `address` (its token in Secret `token`) and Alert
+/// `statuses` sending it the commit statuses of Kustomization `name` (`*`: every one) in `ns`;
+/// returns once skewer has registered both (each `Ready`).
+pub async fn statuses_to(ns: &str, provider: &str, address: &str, name: &str) -> Result<()> {
+    crate::kc_apply(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: token, namespace: {ns}}}\nstringData: {{token: bench}}\n---\napiVersion: skewer.dev/v1alpha1\nkind: Provider\nmetadata: {{name: {provider}, namespace: {ns}}}\nspec: {{type: github, address: '{address}', secretRef: {{name: token}}}}\n---\napiVersion: skewer.dev/v1alpha1\nkind: Alert\nmetadata: {{name: statuses, namespace: {ns}}}\nspec:\n  providerRef: {{name: {provider}}}\n  eventSources: [{{kind: Kustomization, name: '{name}'}}]\n"
+    ))?;
+    for kind in [format!("provider/{provider}"), "alert/statuses".to_string()] {
+        crate::eventually(
+            &format!("{kind} ready"),
+            Duration::from_secs(30),
+            || async {
+                let ready = crate::kc(&[
+                    "get",
+                    &kind,
+                    "-n",
+                    ns,
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+                ])?;
+                Ok((ready == "True").then_some(()))
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}

@@ -43,6 +43,20 @@ fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `skewer bootstrap git` of branch `main` of `url`, for the cluster directory `path`.
+fn bootstrap_git<'a>(url: &'a str, path: &'a str) -> [&'a str; 8] {
+    [
+        "bootstrap",
+        "git",
+        "--url",
+        url,
+        "--branch",
+        "main",
+        "--path",
+        path,
+    ]
+}
+
 /// The commit a bare repository's `main` is at.
 fn head(bare: &Path) -> Result<String> {
     run(
@@ -79,24 +93,8 @@ async fn bootstrap_flow(admin: &Path) -> Result<()> {
     let ca = ca.display().to_string();
     let boot = |version: &str| -> Result<std::process::Child> {
         Ok(Command::new(skewer_bin())
-            .args([
-                "bootstrap",
-                "git",
-                "--url",
-                &url,
-                "--branch",
-                "main",
-                "--path",
-            ])
-            .args([
-                "clusters/boot",
-                "--username",
-                user,
-                "--ca-file",
-                &ca,
-                "--timeout",
-                "2m",
-            ])
+            .args(bootstrap_git(&url, "clusters/boot"))
+            .args(["--username", user, "--ca-file", &ca, "--timeout", "2m"])
             .args(["--version", version])
             .env("KUBECONFIG", kubeconfig)
             .env("SKEWER_GIT_PASSWORD", password)
@@ -778,31 +776,33 @@ async fn context_flags_choose_the_cluster_and_its_namespace() -> Result<()> {
         text(&out)
     );
 
-    let out = skewer(elsewhere, &["get", "ks", "--kubeconfig", &path], &[])?;
-    ensure!(out.status.code() == Some(3), "{}", text(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
-    ensure!(
-        err.contains("cannot reach the API server at https://127.0.0.1:9 (context first)")
-            && err.contains("--context"),
-        "{}",
-        text(&out)
-    );
-    ensure!(err.lines().count() == 1, "one line, no log: {}", text(&out));
-
-    let out = skewer(
-        elsewhere,
-        &["get", "ks", "--kubeconfig", &path, "--context", "third"],
-        &[],
+    // Exit 3 with one line (no log line beside it) holding each of `says`.
+    let refused = |args: &[&str], says: &[&str]| -> Result<()> {
+        let out = skewer(elsewhere, args, &[])?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        ensure!(
+            out.status.code() == Some(3)
+                && err.lines().count() == 1
+                && says.iter().all(|s| err.contains(s)),
+            "{}",
+            text(&out)
+        );
+        Ok(())
+    };
+    refused(
+        &["get", "ks", "--kubeconfig", &path],
+        &[
+            "cannot reach the API server at https://127.0.0.1:9 (context first)",
+            "--context",
+        ],
     )?;
-    ensure!(out.status.code() == Some(3), "{}", text(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
-    ensure!(
-        err.contains("--context third: the kubeconfig has no such context (it has: first, ")
-            && err.contains("second"),
-        "{}",
-        text(&out)
-    );
-    Ok(())
+    refused(
+        &["get", "ks", "--kubeconfig", &path, "--context", "third"],
+        &[
+            "--context third: the kubeconfig has no such context (it has: first, ",
+            "second",
+        ],
+    )
 }
 
 /// Issue 29: `skewer dev` on objects another owner applies refuses them, naming the owner,
@@ -885,6 +885,8 @@ async fn bootstrap_with_a_cluster_out_of_reach_pushes_nothing() -> Result<()> {
     let (url, bare) = git.empty_repo("fleet")?;
     let refs = || run("git", &["-C", &bare.display().to_string(), "for-each-ref"]);
     let before = refs()?;
+    let bootstrap =
+        |kubeconfig: &Path| skewer(kubeconfig, &bootstrap_git(&url, "clusters/away"), &[]);
     let dir = tempfile::tempdir()?;
     let away = dir.path().join("away.kubeconfig");
     std::fs::copy(skewer_e2e::hub(), &away)?;
@@ -906,55 +908,27 @@ async fn bootstrap_with_a_cluster_out_of_reach_pushes_nothing() -> Result<()> {
             "--server=https://127.0.0.1:9",
         ],
     )?;
-    let out = skewer(
-        &away,
-        &[
-            "bootstrap",
-            "git",
-            "--url",
-            &url,
-            "--branch",
-            "main",
-            "--path",
-            "clusters/away",
-        ],
-        &[],
-    )?;
-    ensure!(out.status.code() == Some(3), "{}", text(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
-    ensure!(
-        err.contains("nothing was pushed")
-            && err.contains("cannot reach the API server at https://127.0.0.1:9"),
-        "{}",
-        text(&out)
-    );
-    ensure!(!err.contains("cloning"), "Git untouched: {}", text(&out));
-    assert_eq!(refs()?, before, "the repository's refs are unchanged");
-
-    // A user who may not install: refused, naming what it may not create; Git untouched.
+    // Refused (exit 3) saying `why` and that nothing was pushed, before any clone; the
+    // repository's refs as they were.
+    let refused = |kubeconfig: &Path, why: &str| -> Result<()> {
+        let out = bootstrap(kubeconfig)?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        ensure!(
+            out.status.code() == Some(3)
+                && err.contains(why)
+                && err.contains("nothing was pushed")
+                && !err.contains("cloning"),
+            "{}",
+            text(&out)
+        );
+        ensure!(refs()? == before, "the repository's refs changed");
+        Ok(())
+    };
+    refused(&away, "cannot reach the API server at https://127.0.0.1:9")?;
+    // A user who may not install: refused, naming what it may not create.
     let nobody = skewer_e2e::kubeconfig_as(skewer_e2e::hub(), "nobody-in-particular", None)?;
-    let out = skewer(
+    refused(
         &nobody,
-        &[
-            "bootstrap",
-            "git",
-            "--url",
-            &url,
-            "--branch",
-            "main",
-            "--path",
-            "clusters/away",
-        ],
-        &[],
-    )?;
-    ensure!(out.status.code() == Some(3), "{}", text(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
-    ensure!(
-        err.contains("may not create customresourcedefinitions, namespaces")
-            && err.contains("nothing was pushed"),
-        "{}",
-        text(&out)
-    );
-    assert_eq!(refs()?, before, "the repository's refs are unchanged");
-    Ok(())
+        "may not create customresourcedefinitions, namespaces",
+    )
 }

@@ -138,14 +138,15 @@ async fn sigterm_ends_skewer_within_a_second_in_every_state() -> Result<()> {
     let ns = skewer_e2e::unique("stop");
     let second = Duration::from_secs(1);
 
+    // Until `skewer`'s log says `line`.
+    async fn says(skewer: &Skewer, line: &str) -> Result<()> {
+        eventually(&format!("skewer to log {line:?}"), WAIT, || async {
+            Ok(skewer.logs().contains(line).then_some(()))
+        })
+        .await
+    }
     let mut waiting = Skewer::start_on(&admin, &ns, &[])?;
-    eventually("skewer to say its CRDs are missing", WAIT, || async {
-        Ok(waiting
-            .logs()
-            .contains("skewer's CRDs are not installed")
-            .then_some(()))
-    })
-    .await?;
+    says(&waiting, "skewer's CRDs are not installed").await?;
     waiting.terminate(second)?;
     let log = waiting.logs();
     assert!(log.contains("run `skewer install`"), "{log}");
@@ -173,18 +174,9 @@ async fn sigterm_ends_skewer_within_a_second_in_every_state() -> Result<()> {
     skewer_e2e::kc_on(&admin, &["create", "namespace", &ns])?;
     let flags = ["--leader-elect", "true", "--lease-duration", "15s"];
     let mut leader = Skewer::start_on(&admin, &ns, &flags)?;
-    eventually("the leader to run", WAIT, || async {
-        Ok(leader.logs().contains("skewer running").then_some(()))
-    })
-    .await?;
+    says(&leader, "skewer running").await?;
     let mut follower = Skewer::start_on(&admin, &ns, &flags)?;
-    eventually("the follower to wait for the lease", WAIT, || async {
-        Ok(follower
-            .logs()
-            .contains("waiting to become the leader")
-            .then_some(()))
-    })
-    .await?;
+    says(&follower, "waiting to become the leader").await?;
     follower.terminate(second)?;
     leader.terminate(second)?;
     assert!(leader.logs().contains("stopped"), "{}", leader.logs());

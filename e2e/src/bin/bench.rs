@@ -32,12 +32,10 @@ use skewer_appliers::sync::{HealthChecks, SyncRequest, Untracked};
 use skewer_appliers::transform::{Owner, Transform};
 use skewer_e2e::measure::{arg, median, memory_kib, ms};
 use skewer_e2e::objects::{
-    create_kustomization, create_source, delete_kustomization, until_applied,
+    create_kustomization, create_source, delete_kustomization, statuses_to, until_applied,
 };
 use skewer_e2e::phases::{Phases, phases};
-use skewer_e2e::{
-    GitServer, Skewer, client, eventually, hub, kc, kc_apply, kubectl, namespace, skewer_bin,
-};
+use skewer_e2e::{GitServer, Skewer, client, eventually, hub, kc, kubectl, namespace, skewer_bin};
 
 /// A ConfigMap without a namespace: each run places it with `-n` or `targetNamespace`.
 fn configmap(i: usize) -> String {
@@ -87,42 +85,13 @@ impl Silent {
     }
 }
 
-/// A `github` Provider at the silent server and an Alert sending it Kustomization `app`'s
-/// commit statuses, in `ns`; returns once skewer has both registered.
-async fn alert_to_silent(s: &Setup, ns: &str) -> Result<()> {
-    let port = s.down.port;
-    kc_apply(&format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: token, namespace: {ns}}}\nstringData: {{token: t}}\n---\napiVersion: skewer.dev/v1alpha1\nkind: Provider\nmetadata: {{name: down, namespace: {ns}}}\nspec: {{type: github, address: 'https://127.0.0.1:{port}/org/repo', secretRef: {{name: token}}}}\n---\napiVersion: skewer.dev/v1alpha1\nkind: Alert\nmetadata: {{name: statuses, namespace: {ns}}}\nspec:\n  providerRef: {{name: down}}\n  eventSources: [{{kind: Kustomization, name: app}}]\n"
-    ))?;
-    for kind in ["provider/down", "alert/statuses"] {
-        eventually(
-            &format!("{kind} ready"),
-            Duration::from_secs(30),
-            || async {
-                let ready = kc(&[
-                    "get",
-                    kind,
-                    "-n",
-                    ns,
-                    "-o",
-                    "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
-                ])?;
-                Ok((ready == "True").then_some(()))
-            },
-        )
-        .await?;
-    }
-    Ok(())
-}
-
-/// skewer, the daemon, end to end: Kustomization created through the API → Ready, awaited
-/// with a watch (no kubectl start-up or polling interval inside the measurement).
 /// With `down`, an Alert sends the sync's commit statuses to a Provider that never answers.
 async fn skewer_daemon(s: &Setup, ns: &str, bin: &Path, down: bool) -> Result<(Duration, Phases)> {
     let skewer = Skewer::start_bin(bin, ns, &["--concurrency", &s.concurrency.to_string()])?;
     create_source(&s.c, ns, &s.repo_url).await?;
     if down {
-        alert_to_silent(s, ns).await?;
+        let address = format!("https://127.0.0.1:{}/org/repo", s.down.port);
+        statuses_to(ns, "down", &address, "app").await?;
     }
     let tried = s.down.accepted();
     let ks: Api<Kustomization> = Api::namespaced(s.c.clone(), ns);

@@ -28,8 +28,8 @@ use skewer_controller::notify::deliver::{Notifier, PER_SECOND, Target};
 use skewer_controller::notify::event::{Event, InvolvedObject, Phase, REVISION_KEY, Severity};
 use skewer_controller::notify::provider::Endpoint;
 use skewer_e2e::measure::{arg, memory_kib};
-use skewer_e2e::objects::{create_kustomization, create_source};
-use skewer_e2e::{GitServer, Skewer, client, eventually, hub, kc, kc_apply, namespace, skewer_bin};
+use skewer_e2e::objects::{create_kustomization, create_source, statuses_to};
+use skewer_e2e::{GitServer, Skewer, client, eventually, hub, kc, namespace, skewer_bin};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 const SHA: &str = "0df2d77f9e3c8a1b2c3d4e5f60718293a4b5c6d7";
@@ -168,27 +168,7 @@ async fn daemon(n: usize, received: Received, url: &str) -> Result<()> {
     )
     .await?;
     // The Alert only now, so that the first revision's statuses are not in the figures.
-    kc_apply(&format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: token, namespace: {ns}}}\nstringData: {{token: bench}}\n---\napiVersion: skewer.dev/v1alpha1\nkind: Provider\nmetadata: {{name: github, namespace: {ns}}}\nspec: {{type: github, address: '{url}/acme/platform', secretRef: {{name: token}}}}\n---\napiVersion: skewer.dev/v1alpha1\nkind: Alert\nmetadata: {{name: statuses, namespace: {ns}}}\nspec:\n  providerRef: {{name: github}}\n  eventSources: [{{kind: Kustomization, name: '*'}}]\n"
-    ))?;
-    for kind in ["provider/github", "alert/statuses"] {
-        eventually(
-            &format!("{kind} ready"),
-            Duration::from_secs(30),
-            || async {
-                let ready = kc(&[
-                    "get",
-                    kind,
-                    "-n",
-                    &ns,
-                    "-o",
-                    "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
-                ])?;
-                Ok((ready == "True").then_some(()))
-            },
-        )
-        .await?;
-    }
+    statuses_to(&ns, "github", &format!("{url}/acme/platform"), "*").await?;
     anyhow::ensure!(
         received.lock().map(|r| r.is_empty()).unwrap_or(false),
         "statuses before the new revision"
