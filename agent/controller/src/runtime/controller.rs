@@ -5,8 +5,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
+use futures::{FutureExt as _, StreamExt};
 use kube::ResourceExt;
 use kube::runtime::finalizer::{Event, finalizer};
 use tracing::Instrument;
@@ -103,7 +103,8 @@ where
     let config = kube::runtime::controller::Config::default()
         .concurrency(ctx.settings.max_concurrent_reconciles);
     let acquired = crate::shards::announced(ctx.shards.subscribe());
-    controller
+    let cache = controller.store();
+    let running = controller
         .graceful_shutdown_on(super::shutdown::trigger())
         .with_config(config)
         .trigger_backoff(watch::Retry::default())
@@ -113,8 +114,25 @@ where
             if let Err(e) = r {
                 warn!(kind = K::KIND, error = %e, "reconcile");
             }
-        })
-        .await;
+        });
+    tokio::select! {
+        () = running => {}
+        () = unstarted(cache) => {}
+    }
+}
+
+/// Ends when a stop is asked for before `cache` was first filled. kube starts reconciling only
+/// once it is, so nothing is running; and its graceful stop, which ends the watch that fills
+/// it, would wait for it forever.
+async fn unstarted<K: kube::Resource + Clone + 'static>(cache: reflector::Store<K>)
+where
+    K::DynamicType: std::hash::Hash + Eq + Clone,
+{
+    super::shutdown::requested().await;
+    if cache.wait_until_ready().now_or_never().is_none() {
+        return;
+    }
+    std::future::pending::<()>().await;
 }
 
 /// `reconcile`, only while this replica holds the object's shard: a [`crate::shards::Turn`]
