@@ -510,6 +510,40 @@ async fn everyday_commands_read_and_steer_a_kustomization() -> Result<()> {
         "the first revision's Event stays: {said}"
     );
 
+    // `export`: what one writes, applied again elsewhere as it is.
+    let exported = run_ok(&["export", "ks/web", "gitrepository/app", "-n", &ns])?;
+    assert!(
+        exported.starts_with("---\napiVersion: skewer.dev/v1alpha1\nkind: Kustomization\n")
+            && exported.contains("kind: GitRepository")
+            && !exported.contains("status:")
+            && !exported.contains("uid:")
+            && !exported.contains("resourceVersion"),
+        "{exported}"
+    );
+    let elsewhere = skewer_e2e::namespace("cli-export")?;
+    let source = exported
+        .split("---\n")
+        .find(|d| d.starts_with("apiVersion: skewer.dev/v1alpha1\nkind: GitRepository\n"))
+        .context("the GitRepository")?
+        .replace(
+            &format!("namespace: {ns}"),
+            &format!("namespace: {elsewhere}"),
+        );
+    skewer_e2e::kc_apply(&source)?;
+    let url = skewer_e2e::kc(&[
+        "get",
+        "gitrepository",
+        "app",
+        "-n",
+        &elsewhere,
+        "-o",
+        "jsonpath={.spec.url}",
+    ])?;
+    assert_eq!(
+        url, repo.url,
+        "the exported source, applied in another namespace"
+    );
+
     // `get --watch` prints the table, then each object again when it changes.
     let mut watching = Command::new(skewer_bin())
         .args(["get", "ks", "-n", &ns, "--watch"])

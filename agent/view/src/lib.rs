@@ -7,6 +7,7 @@ pub mod apps;
 pub mod appsets;
 pub mod clusters;
 pub mod events;
+pub mod export;
 #[doc(hidden)]
 pub mod golden;
 pub mod named;

@@ -80,7 +80,17 @@ impl std::str::FromStr for Named {
         if name.is_empty() || name.contains('/') {
             return Err(format!("'{s}': give one name after the kind"));
         }
-        let kind = match kind.to_ascii_lowercase().as_str() {
+        Ok(Named {
+            kind: Kind::parse(kind)?,
+            name: name.into(),
+        })
+    }
+}
+
+impl Kind {
+    /// A kind as people type it: `ks`, `kustomization`, `kustomizations`, `app`, …
+    pub fn parse(word: &str) -> Result<Self, String> {
+        Ok(match word.to_ascii_lowercase().as_str() {
             "ks" | "kustomization" | "kustomizations" => Kind::Kustomization,
             "app" | "apps" | "application" | "applications" => Kind::Application,
             "appset" | "appsets" | "applicationset" | "applicationsets" => Kind::ApplicationSet,
@@ -94,10 +104,6 @@ impl std::str::FromStr for Named {
                     "'{other}' is not a kind skewer reconciles; use {KINDS_HELP}"
                 ));
             }
-        };
-        Ok(Named {
-            kind,
-            name: name.into(),
         })
     }
 }

@@ -197,6 +197,22 @@ pub enum Command {
         #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// skewer's objects as YAML one can apply again or keep in Git: no status, nothing the
+    /// server set. Name objects (`ks/web`) or kinds (`ks`: every Kustomization).
+    #[command(
+        after_help = "Examples:\n  skewer export ks/web gitrepository/web -n apps > web.yaml\n  skewer export ks alerts providers -A"
+    )]
+    Export {
+        /// `<kind>/<name>`, or a kind alone for every object of it.
+        #[arg(required = true)]
+        targets: Vec<skewer_view::export::Exported>,
+        /// The namespace (default: the kubeconfig context's, else `default`).
+        #[arg(long, short = 'n', default_value_t = crate::connect::default_namespace(), hide_default_value = true)]
+        namespace: String,
+        /// Every namespace.
+        #[arg(long, short = 'A')]
+        all_namespaces: bool,
+    },
     /// The Events skewer recorded, oldest first.
     #[command(after_help = "Example:\n  skewer events --for ks/web -n apps")]
     Events {

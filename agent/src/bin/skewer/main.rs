@@ -322,6 +322,20 @@ async fn dispatch(command: Command) -> Result<Exit> {
         }
         Command::Get { what } => get(what).await?,
         Command::Version => version().await?,
+        Command::Export {
+            targets,
+            namespace,
+            all_namespaces,
+        } => {
+            let client = hub_client().await?;
+            let namespace = (!all_namespaces).then_some(namespace);
+            let objects = skewer_view::export::export(&client, namespace.as_deref(), &targets)
+                .await
+                .map_err(ended)?;
+            for obj in objects {
+                print!("---\n{}", serde_saphyr::to_string(&obj)?);
+            }
+        }
         Command::Completion { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "skewer", &mut std::io::stdout());
