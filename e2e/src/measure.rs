@@ -21,6 +21,14 @@ pub fn median(mut v: Vec<Duration>) -> Duration {
     v.get(v.len() / 2).copied().unwrap_or_default()
 }
 
+/// The `p` quantile (0 to 1) of some durations, the nearest one by rank; zero for none.
+pub fn percentile(v: &[Duration], p: f64) -> Duration {
+    let mut sorted = v.to_vec();
+    sorted.sort();
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted.get(i).copied().unwrap_or_default()
+}
+
 pub fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }

@@ -30,7 +30,7 @@ use skewer_appliers::apply::{Applier, ApplyOptions};
 use skewer_appliers::load::SourceFile;
 use skewer_appliers::sync::{HealthChecks, SyncRequest, Untracked};
 use skewer_appliers::transform::{Owner, Transform};
-use skewer_e2e::measure::{arg, median, memory_kib, ms};
+use skewer_e2e::measure::{arg, median, memory_kib, ms, percentile};
 use skewer_e2e::objects::{
     create_kustomization, create_source, delete_kustomization, statuses_to, until_applied,
 };
@@ -482,10 +482,6 @@ fn print_phases(phased: &[Vec<Phases>; 2], bare: f64) {
     }
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
 /// A metric's value from skewer's /metrics text (`name{labels} value`).
 fn metric(text: &str, series: &str) -> f64 {
     text.lines()
@@ -592,7 +588,6 @@ async fn steady_state(s: &Setup, objects: usize) -> Result<()> {
         }
         heal.push(start.elapsed());
     }
-    heal.sort();
     println!("| steady state, {objects} ConfigMaps (k8s 1.20) | figure | target |");
     println!("|---|---:|---|");
     println!("| no-op reconciles in 10 s | {count:.0} | |");

@@ -16,18 +16,12 @@ use anyhow::{Context as _, Result, bail};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
-use skewer_e2e::measure::{arg, median, ms, timed};
+use skewer_e2e::measure::{arg, median, ms, percentile, timed};
 use skewer_e2e::objects::configmap_value;
 use skewer_e2e::{
     GitServer, HttpOptions, Skewer, client, cluster, hub, kc_apply, namespace, skewer_bin,
     stop_cluster, unique,
 };
-
-fn percentile(mut v: Vec<Duration>, p: f64) -> Duration {
-    v.sort();
-    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
-    v[i.min(v.len() - 1)]
-}
 
 /// One bootstrap into a fresh cluster: (first, second) wall times.
 async fn bootstrap_once() -> Result<(Duration, Duration)> {
@@ -180,8 +174,8 @@ async fn main() -> Result<()> {
     );
     println!(
         "| `skewer dev` save → applied, p50 / p99 over {saves} saves | {} / {} |",
-        ms(percentile(took.clone(), 0.5)),
-        ms(percentile(took, 0.99))
+        ms(percentile(&took, 0.5)),
+        ms(percentile(&took, 0.99))
     );
     println!(
         "| `skewer get kustomizations -A` with {objects} listed (median of 5) | {} |",

@@ -27,7 +27,7 @@ use skewer_controller::notify::alert::Rules;
 use skewer_controller::notify::deliver::{Notifier, PER_SECOND, Target};
 use skewer_controller::notify::event::{Event, InvolvedObject, Phase, REVISION_KEY, Severity};
 use skewer_controller::notify::provider::Endpoint;
-use skewer_e2e::measure::{arg, memory_kib};
+use skewer_e2e::measure::{arg, memory_kib, percentile};
 use skewer_e2e::objects::{create_kustomization, create_source, statuses_to};
 use skewer_e2e::{GitServer, Skewer, client, eventually, hub, kc, namespace, skewer_bin};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -109,11 +109,6 @@ fn event(name: &str, phase: Phase) -> Event {
         labels: Default::default(),
         phase,
     }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted.get(i).copied().unwrap_or_default()
 }
 
 /// `(context, state)` of every success received.
@@ -203,12 +198,11 @@ async fn daemon(n: usize, received: Received, url: &str) -> Result<()> {
     )
     .await?;
     let received = received.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let mut latencies: Vec<Duration> = received
+    let latencies: Vec<Duration> = received
         .iter()
         .filter(|((_, state), _)| state == "success")
         .map(|(_, at)| at.duration_since(requested))
         .collect();
-    latencies.sort();
     println!(
         "| skewer, {n} Kustomizations, a new revision: their commit statuses through one Provider ({PER_SECOND} a second) | figure |"
     );
@@ -310,11 +304,10 @@ async fn main() -> Result<()> {
     }
     let drained = started.elapsed();
     let received = received.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let mut latencies: Vec<Duration> = published
+    let latencies: Vec<Duration> = published
         .iter()
         .filter_map(|(k, at)| Some(received.get(k)?.duration_since(*at)))
         .collect();
-    latencies.sort();
     let peak = memory_kib(pid, "VmHWM").unwrap_or_default();
     println!(
         "| {n} Kustomizations, a new revision: {} commit statuses through one Provider ({PER_SECOND} a second) | figure |",

@@ -19,7 +19,7 @@ use anyhow::{Result, bail};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use skewer_e2e::git::free_port;
-use skewer_e2e::measure::{arg, ms};
+use skewer_e2e::measure::{arg, ms, percentile};
 use skewer_e2e::{GitServer, Skewer, client, hub, kc_apply, namespace};
 
 fn files(ns: &str, objects: usize, changed: usize) -> Vec<(String, String)> {
@@ -68,12 +68,6 @@ async fn until_value(api: &Api<ConfigMap>, want: &str, limit: Duration) -> Resul
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-}
-
-fn percentile(mut v: Vec<Duration>, p: f64) -> Duration {
-    v.sort();
-    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
-    v[i.min(v.len() - 1)]
 }
 
 /// CPU time (user + system) of process `pid` so far.
@@ -292,8 +286,8 @@ async fn main() -> Result<()> {
     println!("|---|---:|");
     println!(
         "| push → applied with GitHub's hook, p50 / p99 of {pushes} | {} / {} |",
-        ms(percentile(hooked.clone(), 0.5)),
-        ms(percentile(hooked, 0.99))
+        ms(percentile(&hooked, 0.5)),
+        ms(percentile(&hooked, 0.99))
     );
     println!(
         "| the same change found by polling at `interval: 1m`, mean of {poll_samples} | {:.1} s |",
@@ -307,7 +301,7 @@ async fn main() -> Result<()> {
     println!("| fetches for a burst of 20 pushes of one commit | {burst_fetches} |");
     let p50_max = |v: Vec<Duration>| {
         let max = v.iter().max().copied().unwrap_or_default();
-        format!("{} / {}", ms(percentile(v, 0.5)), ms(max))
+        format!("{} / {}", ms(percentile(&v, 0.5)), ms(max))
     };
     println!(
         "| with {slow} slow clients on the Receiver's path: push → applied to it, p50 / max of 10 | {} |",
