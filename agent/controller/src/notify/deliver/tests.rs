@@ -108,6 +108,21 @@ fn notifier(
     (n, metrics)
 }
 
+/// A `generic` Provider's target at `address`, without a Secret.
+fn generic(address: String, timeout: Duration) -> Target {
+    let spec = ProviderSpec {
+        kind: "generic".into(),
+        address: Some(address),
+        ..Default::default()
+    };
+    Target {
+        endpoint: Endpoint::new(&spec, "uid", None).expect("a valid provider"),
+        client: reqwest::Client::new(),
+        timeout,
+        object: ObjectReference::default(),
+    }
+}
+
 fn reporter() -> Reporter {
     Reporter {
         controller: "skewer".into(),
@@ -280,17 +295,7 @@ async fn all_queues_together_are_bounded() {
     // Five Providers that never answer, each with an Alert on every Kustomization: one
     // tenant's many Providers cannot hold more than the shared bound.
     for i in 0..5 {
-        let spec = ProviderSpec {
-            kind: "generic".into(),
-            address: Some(format!("{url}/in{i}")),
-            ..Default::default()
-        };
-        let target = Target {
-            endpoint: Endpoint::new(&spec, "uid", None).expect("a valid provider"),
-            client: reqwest::Client::new(),
-            timeout: Duration::from_secs(30),
-            object: ObjectReference::default(),
-        };
+        let target = generic(format!("{url}/in{i}"), Duration::from_secs(30));
         let key = ("apps".to_string(), format!("p{i}"));
         n.set_provider(key.clone(), target, false);
         let rules = Rules::new("apps", &every_kustomization()).unwrap();
@@ -349,17 +354,7 @@ async fn a_pending_status_its_outcome_caught_up_with_is_not_sent() {
 async fn an_endless_answer_is_read_only_as_far_as_its_message_needs() {
     let (server, url) = serve().await;
     server.endless.store(true, Ordering::SeqCst);
-    let spec = ProviderSpec {
-        kind: "generic".into(),
-        address: Some(format!("{url}/in")),
-        ..Default::default()
-    };
-    let target = Target {
-        endpoint: Endpoint::new(&spec, "uid", None).expect("a valid provider"),
-        client: reqwest::Client::new(),
-        timeout: Duration::from_secs(2),
-        object: ObjectReference::default(),
-    };
+    let target = generic(format!("{url}/in"), Duration::from_secs(2));
     let request = target
         .endpoint
         .request(&event("web", Severity::Error, "failed"))
