@@ -130,6 +130,11 @@ pub fn default_namespace() -> String {
         .clone()
 }
 
+/// The chosen cluster's API server (`https://host:port`), once [`config`] has read it.
+pub fn server() -> Option<&'static str> {
+    WHERE.get().map(|w| w.server.as_str())
+}
+
 /// A client of the chosen cluster.
 pub async fn client() -> Result<kube::Client> {
     let config = config().await?;

@@ -455,11 +455,10 @@ async fn version() -> Result<()> {
     println!("client   skewer {}", env!("CARGO_PKG_VERSION"));
     let client = hub_client().await?;
     let server = client.apiserver_version().await?;
-    let config = connect::config().await?;
     println!(
         "cluster  Kubernetes {} at {}",
         server.git_version,
-        config.cluster_url.to_string().trim_end_matches('/')
+        connect::server().unwrap_or_default()
     );
     let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
         kube::Api::namespaced(client, manifests::NAMESPACE);
@@ -597,16 +596,10 @@ async fn get(what: Get) -> Result<()> {
             all_namespaces,
             output,
         } => {
-            let config = connect::config().await?;
-            let server = config.cluster_url.to_string();
+            let server = connect::server().unwrap_or_default();
             let namespace = (!all_namespaces).then_some(namespace);
             return print_rows(output, false, clusters::list::table, || async {
-                Ok(clusters::list::list(
-                    &client,
-                    server.trim_end_matches('/'),
-                    namespace.as_deref(),
-                )
-                .await?)
+                Ok(clusters::list::list(&client, server, namespace.as_deref()).await?)
             })
             .await;
         }
