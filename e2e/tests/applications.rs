@@ -630,3 +630,115 @@ async fn oci_sources_follow_a_version_range() -> Result<()> {
     assert_eq!(cm_value(&c, &ns, "from-oci").await?.as_deref(), Some("two"));
     Ok(())
 }
+
+/// Issue 29: `status.history` keeps the last `revisionHistoryLimit` deployments, and
+/// `skewer rollback` pins an automated Application to an earlier one until its sync policy
+/// changes.
+#[tokio::test(flavor = "multi_thread")]
+async fn history_keeps_the_last_deployments_and_rollback_pins_an_earlier_one() -> Result<()> {
+    let git = GitServer::start()?;
+    let repo = git.repo("history")?;
+    let ns = skewer_e2e::namespace("history")?;
+    let mut commits = Vec::new();
+    repo.write("apps/a.yaml", &cm("a", "one"))?;
+    commits.push(repo.commit("one")?);
+    let c = client().await;
+    let _skewer = skewer_e2e::Skewer::start(&ns)?;
+    kc_apply(&format!(
+        "apiVersion: skewer.dev/v1alpha1\nkind: Application\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  destination: {{namespace: {ns}, name: in-cluster}}\n  source: {{repoURL: {}, path: apps, targetRevision: main}}\n  syncPolicy: {{automated: {{prune: true, selfHeal: true}}}}\n  revisionHistoryLimit: 2\n  interval: 1s\n",
+        repo.url
+    ))?;
+    let at = |commit: String| {
+        move |st: &ApplicationStatus| {
+            synced_healthy(st)?;
+            match st.sync.as_ref().and_then(|s| s.revision.as_deref()) {
+                Some(r) if r.ends_with(&commit) => Ok(()),
+                other => bail!("revision {other:?}"),
+            }
+        }
+    };
+    wait_app(&c, &ns, "web", "synced at one", at(commits[0].clone())).await?;
+    for value in ["two", "three"] {
+        repo.write("apps/a.yaml", &cm("a", value))?;
+        if value == "three" {
+            repo.write("apps/b.yaml", &cm("b", value))?;
+        }
+        commits.push(repo.commit(value)?);
+        let commit = commits.last().cloned().unwrap_or_default();
+        wait_app(&c, &ns, "web", value, at(commit)).await?;
+    }
+    // Three deployments, the last two kept.
+    let st = app_status(&c, &ns, "web").await?;
+    let kept: Vec<(i64, String, &str)> = st
+        .history
+        .iter()
+        .map(|d| (d.id, d.revision.clone(), d.outcome.as_str()))
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            (2, format!("main@sha1:{}", commits[1]), "Succeeded"),
+            (3, format!("main@sha1:{}", commits[2]), "Succeeded"),
+        ]
+    );
+    assert!(st.history.iter().all(|d| d.digest.starts_with("sha256:")));
+    let table = skewer_cli(&["history", "app/web", "-n", &ns])?;
+    assert!(table.starts_with("ID  REVISION"), "{table}");
+    assert!(
+        table.contains(&format!("main@{}", &commits[1][..7])),
+        "{table}"
+    );
+
+    // Back to two: applied at once, what three added pruned, automation kept.
+    let line = skewer_cli(&["rollback", "app/web", "2", "-n", &ns, "--wait", "60s"])?;
+    assert!(
+        line.contains("rolled back to deployment 2") && line.contains("Synced, Healthy"),
+        "{line}"
+    );
+    assert_eq!(cm_value(&c, &ns, "a").await?.as_deref(), Some("two"));
+    eventually("b, which two lacks, is pruned", WAIT, || async {
+        Ok(cm_value(&c, &ns, "b").await?.is_none().then_some(()))
+    })
+    .await?;
+    // A new commit does not move it: a sync asked after it stays at two.
+    repo.write("apps/a.yaml", &cm("a", "four"))?;
+    commits.push(repo.commit("four")?);
+    skewer_cli(&["sync", "app/web", "-n", &ns, "--wait", "60s"])?;
+    let st = app_status(&c, &ns, "web").await?;
+    assert_eq!(
+        st.sync.as_ref().and_then(|s| s.revision.clone()),
+        Some(format!("sha1:{}", commits[1])),
+        "pinned to two's commit"
+    );
+    assert!(
+        ready_message(&st).contains("rolled back to deployment 2"),
+        "{}",
+        ready_message(&st)
+    );
+    assert_eq!(cm_value(&c, &ns, "a").await?.as_deref(), Some("two"));
+    assert_eq!(
+        st.history.last().map(|d| (d.id, d.revision.as_str())),
+        Some((4, format!("sha1:{}", commits[1]).as_str()))
+    );
+    // A change of the sync policy ends the pin: four is applied.
+    kc(&[
+        "patch",
+        "application",
+        "web",
+        "-n",
+        &ns,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"syncPolicy":{"automated":{"prune":true,"selfHeal":false}}}}"#,
+    ])?;
+    wait_app(&c, &ns, "web", "synced at four", at(commits[3].clone())).await?;
+    assert_eq!(cm_value(&c, &ns, "a").await?.as_deref(), Some("four"));
+    let refused = skewer_cli(&["rollback", "app/web", "1", "-n", &ns]).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("no deployment 1 in status.history"),
+        "{refused}"
+    );
+    Ok(())
+}

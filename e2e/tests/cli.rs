@@ -494,10 +494,12 @@ async fn everyday_commands_read_and_steer_a_kustomization() -> Result<()> {
     assert!(events.contains("Kustomization/web"), "{events}");
     // Each revision's Event names that revision (not the first one's, counted up).
     let c = client().await;
+    let mut commits = vec![commit.clone()];
     for color in ["green", "red"] {
         repo.write("app/settings.yaml", &settings(&ns, color))?;
         let commit = repo.commit(color)?;
         wait_applied(&c, &ns, "web", &commit).await?;
+        commits.push(commit);
     }
     let third = repo.head()?;
     let said = eventually("an Event naming the third revision", WAIT, || async {
@@ -508,6 +510,29 @@ async fn everyday_commands_read_and_steer_a_kustomization() -> Result<()> {
     assert!(
         said.contains(&commit),
         "the first revision's Event stays: {said}"
+    );
+
+    // History: the three revisions, oldest first; a Kustomization rolls back in its source.
+    let history = run_ok(&["history", "ks/web", "-n", &ns])?;
+    let rows: Vec<&str> = history.lines().collect();
+    assert!(rows[0].starts_with("ID  REVISION"), "{history}");
+    assert_eq!(rows.len(), 4, "{history}");
+    for (i, (row, commit)) in rows[1..].iter().zip(&commits).enumerate() {
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        let (id, revision) = ((i + 1).to_string(), format!("main@{}", &commit[..7]));
+        assert_eq!(
+            (cells[0], cells[1], cells.get(5).copied()),
+            (id.as_str(), revision.as_str(), Some("Succeeded")),
+            "{history}"
+        );
+    }
+    let out = skewer(hub, &["rollback", "ks/web", "1", "-n", &ns], &[])?;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!("\"commit\":\"{commit}\""))
+            && text(&out).contains("git revert"),
+        "{}",
+        text(&out)
     );
 
     // `export`: what one writes, applied again elsewhere as it is.

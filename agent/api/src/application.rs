@@ -53,7 +53,7 @@ pub struct ApplicationSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "any_object")]
     pub source_hydrator: Option<Value>,
-    /// Accepted; skewer keeps no sync history beyond `status.operationState`.
+    /// How many deployments `status.history` keeps (0 to 100); default 10.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision_history_limit: Option<i64>,
     /// Apply as this ServiceAccount of the Application's namespace, by impersonation.
@@ -239,6 +239,9 @@ pub struct ApplicationStatus {
     /// The value of `skewer.dev/sync-requested-at` last acted on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_handled_sync_at: Option<String>,
+    /// What it deployed, newest last (`spec.revisionHistoryLimit` entries).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<crate::history::Deployment>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

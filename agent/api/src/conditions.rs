@@ -25,7 +25,8 @@ pub struct Condition {
     pub message: String,
 }
 
-fn now() -> String {
+/// Now, to the second, as status times are written (RFC 3339).
+pub fn now() -> String {
     jiff::Timestamp::now()
         .round(jiff::Unit::Second)
         .unwrap_or(jiff::Timestamp::UNIX_EPOCH)

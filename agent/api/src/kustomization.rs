@@ -320,6 +320,9 @@ pub struct KustomizationStatus {
     pub last_attempted_revision: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_handled_reconcile_at: Option<String>,
+    /// What it deployed, newest last (the last 10).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<crate::history::Deployment>,
 }
 
 // Written as `objects`, a string per object, not as Flux's `entries` (an `{id, v}` object per

@@ -8,6 +8,9 @@ use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
+use skewer_api::ApplicationSpec;
+use skewer_api::history::{self, Deployment};
+use skewer_api::pin::{self, Pin};
 use skewer_api::{RECONCILE_REQUESTED_AT, SYNC_REQUESTED_AT};
 use skewer_view::named::{ControlError, Kind, Named};
 
@@ -76,23 +79,39 @@ pub async fn reconcile(
         .await?;
         eprintln!("{line}");
     }
+    let done = ask(client, namespace, target, serde_json::Map::new(), wait).await?;
+    Ok(done.unwrap_or_else(|| format!("{target}: reconcile requested")))
+}
+
+/// Sets the annotation that asks `target` to reconcile (an Application: to sync), with
+/// `annotations` beside it in the same write, and with `wait` follows it until it is done:
+/// the line to print then, `None` without `wait`.
+async fn ask(
+    client: &Client,
+    namespace: &str,
+    target: &Named,
+    mut annotations: serde_json::Map<String, Value>,
+    wait: Option<Duration>,
+) -> Result<Option<String>, ControlError> {
     let token = jiff::Timestamp::now().to_string();
     let annotation = match target.kind {
         Kind::Application => SYNC_REQUESTED_AT,
         _ => RECONCILE_REQUESTED_AT,
     };
-    let patch = json!({"metadata": {"annotations": {annotation: &token}}});
+    annotations.insert(annotation.into(), json!(&token));
+    let patch = json!({"metadata": {"annotations": annotations}});
     api(client, namespace, target.kind)
         .patch(&target.name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
     let Some(wait) = wait else {
-        return Ok(format!("{target}: reconcile requested"));
+        return Ok(None);
     };
     poll(wait, || async {
         let obj = get(client, namespace, target).await?;
         handled(target, &obj, &token)
     })
     .await
+    .map(Some)
     .map_err(|e| match e {
         // Never picked up: say what to look at.
         ControlError::Timeout(wait, state) if state == NOT_PICKED_UP => ControlError::Timeout(
@@ -180,6 +199,93 @@ pub async fn suspend(
         "{target}: {}",
         if suspend { "suspended" } else { "resumed" }
     ))
+}
+
+/// What `target` deployed, newest last, and the entry a rollback pinned (if still in force).
+pub async fn history(
+    client: &Client,
+    namespace: &str,
+    target: &Named,
+) -> Result<(Vec<Deployment>, Option<i64>), ControlError> {
+    deploys(target)?;
+    let obj = get(client, namespace, target).await?;
+    let pinned = skewer_view::history::pin(&obj).map(|p| p.id);
+    Ok((skewer_view::history::of(&obj), pinned))
+}
+
+/// Refuses a kind that deploys nothing, so keeps no history.
+fn deploys(target: &Named) -> Result<(), ControlError> {
+    match target.kind {
+        Kind::Kustomization | Kind::Application => Ok(()),
+        _ => Err(ControlError::Refused(format!(
+            "{target}: only Kustomizations and Applications deploy, and keep a history"
+        ))),
+    }
+}
+
+/// Rolls Application `target` back to deployment `id` of its history (none: the newest
+/// success of another revision): pins it to that revision until its source or sync policy
+/// changes, and asks it to sync now; with `wait`, follows the sync. A Kustomization is
+/// refused with what does the same for it, for that entry.
+pub async fn rollback(
+    client: &Client,
+    namespace: &str,
+    target: &Named,
+    id: Option<i64>,
+    wait: Option<Duration>,
+) -> Result<String, ControlError> {
+    deploys(target)?;
+    let obj = get(client, namespace, target).await?;
+    let history = skewer_view::history::of(&obj);
+    let entry = history::rollback_to(&history, id)
+        .map_err(|e| ControlError::Refused(format!("{target}: {e}")))?;
+    if target.kind == Kind::Kustomization {
+        return Err(ControlError::Refused(kustomization_rollback(
+            &obj, target, namespace, entry,
+        )));
+    }
+    let spec: ApplicationSpec = serde_json::from_value(obj["spec"].clone())
+        .map_err(|e| ControlError::Refused(format!("{target}: spec: {e}")))?;
+    let pin = Pin::to(entry, &spec).map_err(|e| ControlError::Refused(format!("{target}: {e}")))?;
+    let text = serde_json::to_string(&pin).unwrap_or_default();
+    let annotations = serde_json::Map::from_iter([(pin::ROLLBACK.to_string(), json!(text))]);
+    let done = ask(client, namespace, target, annotations, wait).await?;
+    let pinned = format!(
+        "{target}: rolled back to deployment {} ({}); pinned until spec.source or spec.syncPolicy changes",
+        entry.id, entry.revision
+    );
+    Ok(match done {
+        Some(line) => format!("{pinned}\n{line}"),
+        None => pinned,
+    })
+}
+
+/// What rolls Kustomization `target` back to `entry`: its source follows a branch or tag that
+/// other Kustomizations may read too, so skewer does not pin it behind Git's back.
+fn kustomization_rollback(
+    obj: &Value,
+    target: &Named,
+    namespace: &str,
+    entry: &Deployment,
+) -> String {
+    let source = &obj["spec"]["sourceRef"];
+    let kind = source["kind"].as_str().unwrap_or("GitRepository");
+    let name = source["name"].as_str().unwrap_or("<source>");
+    let ns = source["namespace"].as_str().unwrap_or(namespace);
+    let (field, value) = match history::target_of(&entry.revision) {
+        Some(digest) if digest.starts_with("sha256:") => ("digest", digest),
+        Some(commit) => ("commit", commit),
+        None => ("commit", "<commit>".into()),
+    };
+    format!(
+        "{target}: a Kustomization applies what its source holds, so roll back in the source: \
+         `git revert` the commits after {rev} and push (every Kustomization reading it follows), \
+         or, for a source not itself kept in Git, pin it to that revision: \
+         `kubectl patch {kind_lower} {name} -n {ns} --type merge -p '{{\"spec\":{{\"ref\":{{\"{field}\":\"{value}\"}}}}}}'` \
+         (undo by removing spec.ref.{field}); see README, \"Rolling back\"",
+        rev = entry.revision,
+        kind_lower = kind.to_ascii_lowercase(),
+    )
 }
 
 /// Polls `check` every quarter second until it is done (`Ok(Ok(line))`), fails, or `wait`

@@ -33,20 +33,12 @@ pub fn row(app: &Application) -> AppRow {
             .sync
             .as_ref()
             .and_then(|s| s.revision.clone())
-            .map(|r| short_revision(&r))
+            .map(|r| crate::table::short_revision(&r))
             .unwrap_or_default(),
         message: ready
             .filter(|c| c.status != "True")
             .map(|c| c.message.clone())
             .unwrap_or_default(),
-    }
-}
-
-/// `main@sha1:0123456789abcdef…` as `main@0123456`.
-fn short_revision(r: &str) -> String {
-    match r.rsplit_once("sha1:") {
-        Some((name, hex)) => format!("{name}{}", hex.get(..7).unwrap_or(hex)),
-        None => r.to_string(),
     }
 }
 

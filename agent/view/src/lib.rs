@@ -10,6 +10,7 @@ pub mod events;
 pub mod export;
 #[doc(hidden)]
 pub mod golden;
+pub mod history;
 pub mod named;
 pub mod shards;
 pub mod table;

@@ -94,6 +94,17 @@ pub fn cut(s: &str, max: usize) -> String {
     flat.chars().take(max.saturating_sub(1)).collect::<String>() + "…"
 }
 
+/// `main@sha1:0123456789abcdef…` as `main@0123456`, `v1@sha256:89ab…` as `v1@sha256:89abcde`.
+pub fn short_revision(r: &str) -> String {
+    if let Some((name, hex)) = r.rsplit_once("sha1:") {
+        return format!("{name}{}", hex.get(..7).unwrap_or(hex));
+    }
+    match r.rsplit_once("sha256:") {
+        Some((name, hex)) => format!("{name}sha256:{}", hex.get(..7).unwrap_or(hex)),
+        None => r.to_string(),
+    }
+}
+
 /// How old something created at `created` is, as kubectl says it: `45s`, `12m`, `5h`, `3d`.
 pub fn age(created: Option<jiff::Timestamp>, now: jiff::Timestamp) -> String {
     let Some(created) = created else {

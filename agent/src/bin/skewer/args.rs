@@ -181,6 +181,41 @@ pub enum Command {
     /// nested Kustomizations are expanded.
     #[command(after_help = "Example:\n  skewer tree ks/skewer-system -n skewer-system")]
     Tree(TargetArgs),
+    /// What a Kustomization or Application deployed, newest last: each revision, its
+    /// artifact's digest, when, and how it ended (`status.history`: the last 10, or an
+    /// Application's spec.revisionHistoryLimit).
+    #[command(
+        after_help = "Examples:\n  skewer history app/guestbook -n argocd\n  skewer history ks/web -o yaml"
+    )]
+    History {
+        /// `ks/<name>` or `app/<name>`.
+        target: Named,
+        /// The namespace (default: the kubeconfig context's, else `default`).
+        #[arg(long, short = 'n', default_value_t = crate::connect::default_namespace(), hide_default_value = true)]
+        namespace: String,
+        #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Roll an Application back to deployment ID of its history (default: the newest that
+    /// succeeded with another revision) and sync it now. It stays pinned to that revision,
+    /// automated sync or not, until its spec.source or spec.syncPolicy changes (or the
+    /// skewer.dev/rollback annotation is removed). A Kustomization is rolled back in its
+    /// source; for one, this prints how.
+    #[command(
+        after_help = "Examples:\n  skewer history app/guestbook -n argocd\n  skewer rollback app/guestbook 3 -n argocd --wait\n  kubectl annotate application guestbook -n argocd skewer.dev/rollback-   # follow the source again"
+    )]
+    Rollback {
+        /// `app/<name>` (or `ks/<name>`, to be told how).
+        target: Named,
+        /// The ID `skewer history` shows.
+        id: Option<i64>,
+        /// The namespace (default: the kubeconfig context's, else `default`).
+        #[arg(long, short = 'n', default_value_t = crate::connect::default_namespace(), hide_default_value = true)]
+        namespace: String,
+        /// Wait until it is Synced and Healthy at that revision, at most this long (default 5m).
+        #[arg(long, num_args = 0..=1, default_missing_value = "5m", value_parser = parse_duration)]
+        wait: Option<Duration>,
+    },
     /// Where an object came from: the Kustomization or Application that applied it, its
     /// source and the revision applied, the commit's author and message (Git), and the file
     /// and document within the source.

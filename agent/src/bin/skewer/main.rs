@@ -288,6 +288,39 @@ async fn dispatch(command: Command) -> Result<Exit> {
                 .map_err(ended)?;
             print!("{}", skewer_view::tree::render(&root));
         }
+        Command::History {
+            target,
+            namespace,
+            output,
+        } => {
+            let client = hub_client().await?;
+            let (history, pinned) = control::history(&client, &namespace, &target)
+                .await
+                .map_err(ended)?;
+            match output {
+                Output::Table if history.is_empty() => {
+                    eprintln!("{target}: nothing deployed yet")
+                }
+                Output::Table => print!(
+                    "{}",
+                    skewer_view::history::table(&history, pinned, jiff::Timestamp::now())
+                ),
+                Output::Json => println!("{}", serde_json::to_string_pretty(&history)?),
+                Output::Yaml => print!("{}", serde_saphyr::to_string(&history)?),
+            }
+        }
+        Command::Rollback {
+            target,
+            id,
+            namespace,
+            wait,
+        } => {
+            let client = hub_client().await?;
+            let line = control::rollback(&client, &namespace, &target, id, wait)
+                .await
+                .map_err(ended)?;
+            println!("{line}");
+        }
         Command::Why {
             target,
             namespace,

@@ -31,6 +31,8 @@ use self::request::Spec;
 use super::dependencies::Dependency;
 use super::deploy::{self, Deploy, Outcome, Place, SourceOf, Work, labels_owner};
 use crate::api::application::{HealthStatus, SyncStatus};
+use crate::api::conditions::now;
+use crate::api::history::Deployment;
 use crate::api::kustomization::ResourceInventory;
 use crate::api::{Application, ApplicationStatus, SYNC_REQUESTED_AT};
 use crate::artifacts;
@@ -111,6 +113,23 @@ impl Deploy for Application {
         spec.automated.is_some_and(|a| a.self_heal)
     }
 
+    fn history_mut(status: &mut ApplicationStatus) -> &mut Vec<Deployment> {
+        &mut status.history
+    }
+
+    fn history_limit(spec: &Spec) -> usize {
+        spec.history
+    }
+
+    /// As its sync operation ended: a sync still retrying failed this time.
+    fn deployed(status: &ApplicationStatus, _: &Result<Done, Failure>) -> Result<(), String> {
+        match status.operation_state.as_ref() {
+            Some(op) if Phase::parse(&op.phase) == Some(Phase::Succeeded) => Ok(()),
+            Some(op) => Err(op.message.clone()),
+            None => Err("no sync operation recorded".into()),
+        }
+    }
+
     fn take_sync_request(&self, status: &mut ApplicationStatus) -> bool {
         let requested = self.annotations().get(SYNC_REQUESTED_AT).cloned();
         let new = requested.is_some() && requested != status.last_handled_sync_at;
@@ -141,10 +160,19 @@ impl Deploy for Application {
         }
     }
 
-    fn done(revision: &str, noop: bool) -> Done {
+    fn done(spec: &Spec, revision: &str, noop: bool) -> Done {
+        let pinned = spec.pinned.as_ref().map(|pin| {
+            format!(
+                "; rolled back to deployment {}, pinned until spec.source or spec.syncPolicy changes",
+                pin.id
+            )
+        });
         Done {
             reason: Reason::ReconciliationSucceeded,
-            message: format!("Synced to {revision}, healthy"),
+            message: format!(
+                "Synced to {revision}, healthy{}",
+                pinned.unwrap_or_default()
+            ),
             event: Reason::ReconciliationSucceeded,
             noop,
         }
@@ -153,13 +181,6 @@ impl Deploy for Application {
     async fn work(work: Work<'_, Self>, status: &mut ApplicationStatus) -> Outcome {
         compare_and_sync(work, status).await
     }
-}
-
-pub(crate) fn now() -> String {
-    jiff::Timestamp::now()
-        .round(jiff::Unit::Second)
-        .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
-        .to_string()
 }
 
 /// How the objects of `app` named in `only` (display names, like `ConfigMap/ns/x`) differ
@@ -301,7 +322,7 @@ async fn compare_and_sync(
         .into(),
         revision: Some(revision.into()),
     });
-    let result = judge(app, status, &health, in_sync, revision);
+    let result = judge(app, spec, status, &health, in_sync, revision);
     status.health = Some(health);
     Outcome { result, retry_in }
 }
@@ -309,6 +330,7 @@ async fn compare_and_sync(
 /// The `Ready` condition an Application's state gives: synced and healthy, or why not.
 fn judge(
     app: &Application,
+    spec: &Spec,
     status: &ApplicationStatus,
     health: &HealthStatus,
     in_sync: bool,
@@ -344,7 +366,7 @@ fn judge(
     }
     let why = health.message.clone().unwrap_or_default();
     match health.status.as_str() {
-        "Healthy" => Ok(Application::done(revision, false)),
+        "Healthy" => Ok(Application::done(spec, revision, false)),
         "Degraded" => Err(Failure::new(Reason::Degraded, format!("Degraded: {why}"))),
         other => Err(Failure::new(Reason::Progressing, format!("{other}: {why}"))),
     }

@@ -11,6 +11,8 @@ use skewer_appliers::load::source_path;
 
 use crate::api::Application;
 use crate::api::duration;
+use crate::api::history;
+use crate::api::pin::{Pin, ROLLBACK};
 use crate::appsource::Wanted;
 use crate::reconcilers::deploy::{Destination, identity};
 use crate::runtime::{Failure, Settings};
@@ -94,6 +96,10 @@ pub struct Spec {
     pub namespace: Option<String>,
     /// `system:serviceaccount:<ns>:<name>` to impersonate.
     pub identity: Option<String>,
+    /// How many deployments `status.history` keeps.
+    pub history: usize,
+    /// A rollback's pin, still in force: `wanted` asks for its revision.
+    pub pinned: Option<Pin>,
 }
 
 const OPTIONS: &str = "CreateNamespace=true, PruneLast=true, PrunePropagationPolicy=foreground|background|orphan, ApplyOutOfSyncOnly=true, ServerSideApply=true, Validate=false, SkipDryRunOnMissingResource=true, Replace=true, FailOnSharedResource=true";
@@ -221,10 +227,18 @@ pub fn spec(app: &Application, settings: &Settings) -> Result<Spec, Failure> {
         s.service_account_name.as_ref(),
         settings,
     );
+    let history = history::limit("spec.revisionHistoryLimit", s.revision_history_limit)
+        .map_err(Failure::invalid)?;
+    let pinned = Pin::read(app.annotations().get(ROLLBACK).map(String::as_str), s)
+        .map_err(Failure::invalid)?;
+    let target_revision = match &pinned {
+        Some(pin) => pin.target(),
+        None => src.target_revision.clone().unwrap_or_else(|| "HEAD".into()),
+    };
     Ok(Spec {
         wanted: Wanted {
             url: src.repo_url.trim().to_string(),
-            target_revision: src.target_revision.clone().unwrap_or_else(|| "HEAD".into()),
+            target_revision,
         },
         path: source_path(src.path.as_deref().unwrap_or_default())
             .map_err(|e| Failure::invalid(format!("spec.source.path: {e}")))?,
@@ -237,6 +251,8 @@ pub fn spec(app: &Application, settings: &Settings) -> Result<Spec, Failure> {
         destination,
         namespace: d.namespace.clone().filter(|n| !n.is_empty()),
         identity,
+        history,
+        pinned,
     })
 }
 
@@ -409,6 +425,49 @@ syncPolicy:
         assert!(!d.keeps("sub/cluster.yaml"));
         assert_eq!(s.interval, DEFAULT_INTERVAL);
         assert_eq!(s.retry.limit, Some(0), "no retry section: no retries");
+    }
+
+    #[test]
+    fn a_rollback_pins_the_revision_until_the_sync_policy_changes() {
+        let commit = "c".repeat(40);
+        let mut a = app(GUIDE);
+        let entry = history::Deployment {
+            id: 2,
+            revision: format!("main@sha1:{commit}"),
+            ..Default::default()
+        };
+        let pin = Pin::to(&entry, &a.spec).unwrap();
+        a.metadata.annotations =
+            Some([(ROLLBACK.to_string(), serde_json::to_string(&pin).unwrap())].into());
+        let s = spec(&a, &settings()).unwrap();
+        assert_eq!(s.wanted.target_revision, commit);
+        assert_eq!(s.pinned, Some(pin));
+        assert_eq!(s.history, history::DEFAULT_LIMIT);
+
+        // Automation turned off: the pin ends, the branch is read again.
+        a.spec.sync_policy = None;
+        let s = spec(&a, &settings()).unwrap();
+        assert_eq!(
+            (s.wanted.target_revision.as_str(), s.pinned),
+            ("main", None)
+        );
+
+        a.metadata.annotations = Some([(ROLLBACK.to_string(), "2".to_string())].into());
+        let refused = spec_err(&a).message;
+        assert!(
+            refused.contains("metadata.annotations[skewer.dev/rollback]"),
+            "{refused}"
+        );
+
+        let mut a = app(GUIDE);
+        a.spec.revision_history_limit = Some(-1);
+        let refused = spec_err(&a).message;
+        assert!(
+            refused.starts_with("spec.revisionHistoryLimit: -1"),
+            "{refused}"
+        );
+        a.spec.revision_history_limit = Some(3);
+        assert_eq!(spec(&a, &settings()).unwrap().history, 3);
     }
 
     #[test]

@@ -713,7 +713,7 @@ fn entries(plan: &rollout::Plan, old: &[ApplicationStatusEntry]) -> Vec<Applicat
             let before = old.iter().find(|o| o.application == e.application);
             let since = match before {
                 Some(b) if b.status == e.status => b.last_transition_time.clone(),
-                _ => Some(super::application::now()),
+                _ => Some(crate::api::conditions::now()),
             };
             ApplicationStatusEntry {
                 application: e.application.clone(),

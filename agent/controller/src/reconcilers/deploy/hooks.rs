@@ -5,6 +5,7 @@
 //! reads the report; it is not called back in between.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -29,6 +30,8 @@ pub struct Hooks<'a, K> {
     obj: &'a K,
     owner: &'a str,
     recorded: Mutex<Option<Inventory>>,
+    /// Whether the pipeline came to its applies (past the build, the plan and the claims).
+    applying: AtomicBool,
     /// Objects claimed with the takeover annotation: taken only once applied.
     takeover: Mutex<BTreeSet<ObjectId>>,
     heal: bool,
@@ -47,6 +50,7 @@ impl<'a, K: Reconciled> Hooks<'a, K> {
             obj,
             owner,
             recorded: Mutex::new(None),
+            applying: AtomicBool::new(false),
             takeover: Mutex::new(BTreeSet::new()),
             heal: true,
             full: false,
@@ -105,6 +109,11 @@ impl<'a, K: Reconciled> Hooks<'a, K> {
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
+
+    /// Whether this sync came to applying anything: a deployment, whatever its outcome.
+    pub fn deployed(&self) -> bool {
+        self.applying.load(Ordering::Relaxed)
+    }
 }
 
 impl<K: Reconciled> SyncHooks for Hooks<'_, K> {
@@ -134,6 +143,7 @@ impl<K: Reconciled> SyncHooks for Hooks<'_, K> {
     }
 
     fn applying(&self, plan: &Plan, opts: &Arc<ApplyOptions>) -> BTreeSet<ObjectId> {
+        self.applying.store(true, Ordering::Relaxed);
         let planned = || plan.stages.iter().flatten();
         let unchanged = {
             let mut index = self.ctx.drift.lock();

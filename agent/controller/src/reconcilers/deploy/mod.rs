@@ -32,6 +32,8 @@ use tracing::warn;
 use self::hooks::Hooks;
 pub use self::triggers::run;
 use super::dependencies::{self, Dependency};
+use crate::api::conditions::now;
+use crate::api::history;
 use crate::api::inventory::{from_status, to_status};
 use crate::api::kustomization::ResourceInventory;
 use crate::api::{FIELD_MANAGER, OwnerKey};
@@ -200,7 +202,7 @@ pub trait Deploy: Reconciled {
     /// The source's revision is `Some(revision)`, or could not be had (`None`).
     fn fetched(_status: &mut Self::Status, _revision: Option<&str>) {}
     /// The Ready message of an applied revision.
-    fn done(revision: &str, noop: bool) -> Done {
+    fn done(_spec: &Self::Spec, revision: &str, noop: bool) -> Done {
         Done {
             reason: Reason::ReconciliationSucceeded,
             message: format!("Applied revision: {revision}"),
@@ -210,6 +212,16 @@ pub trait Deploy: Reconciled {
     }
     /// Anything else a finished reconcile's result sets in status.
     fn concluded(&self, _status: &mut Self::Status, _result: &Result<Done, Failure>) {}
+    /// `status.history`: what it deployed.
+    fn history_mut(status: &mut Self::Status) -> &mut Vec<history::Deployment>;
+    /// How many deployments `status.history` keeps.
+    fn history_limit(_spec: &Self::Spec) -> usize {
+        history::DEFAULT_LIMIT
+    }
+    /// How a reconcile that applied ended, as its history entry says: `Ok(())` or why not.
+    fn deployed(_status: &Self::Status, result: &Result<Done, Failure>) -> Result<(), String> {
+        result.as_ref().map(|_| ()).map_err(|f| f.message.clone())
+    }
 
     /// The kind's own work on the files: a sync, or a comparison that may sync.
     fn work(
@@ -375,7 +387,7 @@ impl<D: Deploy> Shared<'_, D> {
                 && drift.is_applied(&owner, applied, ctx.settings.full_sync)
         };
         if unchanged {
-            return Ok(D::done(revision, true)).into();
+            return Ok(D::done(self.spec, revision, true)).into();
         }
         if new_revision {
             let message = format!("Syncing revision {revision}");
@@ -404,7 +416,26 @@ impl<D: Deploy> Shared<'_, D> {
             requested: self.requested,
             asked: self.asked,
         };
+        let started = now();
         let outcome = D::work(work, status).await;
+        if self.sync.deployed() {
+            let ended = D::deployed(status, &outcome.result);
+            let entry = history::Deployment {
+                id: 0,
+                revision: revision.into(),
+                digest: artifact.digest.clone(),
+                deploy_started_at: started,
+                deployed_at: now(),
+                outcome: if ended.is_ok() {
+                    history::SUCCEEDED
+                } else {
+                    history::FAILED
+                }
+                .into(),
+                message: ended.err().unwrap_or_default(),
+            };
+            history::record(D::history_mut(status), entry, D::history_limit(self.spec));
+        }
         if outcome.result.as_ref().is_ok_and(|d| !d.noop) {
             let (revision, generation, epoch) = applied;
             ctx.drift

@@ -109,6 +109,10 @@ impl Deploy for Kustomization {
         &mut status.inventory
     }
 
+    fn history_mut(status: &mut KustomizationStatus) -> &mut Vec<crate::api::history::Deployment> {
+        &mut status.history
+    }
+
     fn suspended(&self) -> bool {
         self.spec.suspend
     }
@@ -210,7 +214,7 @@ async fn sync(
     }
     info!(objects = report.planned, unchanged = report.unchanged, phases = %report.phases, "synced {revision}");
     status.last_applied_revision = Some(revision.into());
-    Ok(Kustomization::done(revision, false))
+    Ok(Kustomization::done(work.spec, revision, false))
 }
 
 /// Runs the Kustomization controller until shutdown.
@@ -373,7 +377,9 @@ mod tests {
             &Err(Failure::new(Reason::ArtifactFailed, "no")),
         );
         assert_eq!(healthy(&status), None, "nothing said about health");
-        k.concluded(&mut status, &Ok(Kustomization::done("main@sha1:1", false)));
+        let spec = k.spec(&Settings::for_tests()).unwrap();
+        let done = Kustomization::done(&spec, "main@sha1:1", false);
+        k.concluded(&mut status, &Ok(done));
         assert_eq!(healthy(&status), Some(("True".into(), "Succeeded".into())));
         let unhealthy = Failure::new(Reason::HealthCheckFailed, "Deployment/team/web");
         k.concluded(&mut status, &Err(unhealthy));
