@@ -120,13 +120,26 @@ pub(crate) fn parse_message(e: &serde_saphyr::Error) -> String {
             ),
             other => format!("over a YAML parser limit ({other:?})"),
         },
-        other => first_line(&other.to_string()).to_string(),
+        other => without_position(first_line(&other.to_string())).to_string(),
     };
     let at = e
         .location()
         .map(|l| format!("line {} column {}: ", l.line(), l.column()))
         .unwrap_or_default();
     format!("{at}{limit}")
+}
+
+/// A parser's message without the position it ends with (` at line 6, column 5`, serde_json's
+/// ` at line 6 column 5`), which the message is prefixed with instead.
+fn without_position(message: &str) -> &str {
+    let Some((before, after)) = message.rsplit_once(" at line ") else {
+        return message;
+    };
+    let position = after
+        .split([',', ' '])
+        .filter(|w| !w.is_empty() && *w != "column")
+        .all(|w| w.bytes().all(|b| b.is_ascii_digit()));
+    if position { before } else { message }
 }
 
 /// Source files from `(path, content)` pairs, for tests.
@@ -238,7 +251,12 @@ pub fn parse_file_in(
     let mut docs: Vec<Value> = if path.ends_with(".json") {
         let value: Value = serde_json::from_str(text).map_err(|e| LoadError::Parse {
             file: path.to_string(),
-            message: format!("line {}: {e}", e.line()),
+            message: format!(
+                "line {} column {}: {}",
+                e.line(),
+                e.column(),
+                without_position(&e.to_string())
+            ),
         })?;
         vec![value]
     } else {
@@ -350,6 +368,24 @@ mod tests {
                 "{outside}"
             );
         }
+    }
+
+    #[test]
+    fn a_parse_error_says_its_position_once() {
+        let yaml =
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  bad: [1, 2\ndata: {}\n";
+        let json = "{\"apiVersion\": \"v1\",\n  \"kind\": }";
+        for (path, data, at) in [
+            ("x.yaml", yaml, "line 6 column "),
+            ("x.json", json, "line 2 column 11: "),
+        ] {
+            let e = parse_file(path, data.as_bytes()).unwrap_err().to_string();
+            assert!(e.contains(at), "{e}");
+            assert_eq!(e.matches("line").count(), 1, "{e}");
+        }
+        assert_eq!(without_position("bad at line 3, column 4"), "bad");
+        assert_eq!(without_position("bad at line 3 column 4"), "bad");
+        assert_eq!(without_position("at line of sight"), "at line of sight");
     }
 
     fn f(path: &str, data: &str) -> SourceFile {
