@@ -659,6 +659,42 @@ async fn everyday_commands_read_and_steer_a_kustomization() -> Result<()> {
         bash.contains("bootstrap") && bash.contains("complete"),
         "{bash}"
     );
+
+    // `get` of one object, and of everything.
+    let one = run_ok(&["get", "ks", "web", "-n", &ns])?;
+    assert_eq!(one.lines().count(), 2, "{one}");
+    let out = skewer(hub, &["get", "ks", "nothing", "-n", &ns], &[])?;
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        text(&out).contains(&format!("no Kustomization named nothing in namespace {ns}")),
+        "{}",
+        text(&out)
+    );
+    let all = run_ok(&["get", "all", "-n", &ns])?;
+    let kinds: Vec<&str> = all
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(kinds, ["Kustomization", "GitRepository"], "{all}");
+
+    // `delete` says what goes with it, asks (and without a terminal refuses), then prunes.
+    let out = skewer(hub, &["delete", "ks/web", "-n", &ns], &[])?;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(
+        text(&out).contains("as spec.prune is true, the 2 objects it applied")
+            && text(&out).contains("Pass --yes"),
+        "{}",
+        text(&out)
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), &ns);
+    assert!(
+        cms.get_opt("settings").await?.is_some(),
+        "nothing deleted unasked"
+    );
+    let line = run_ok(&["delete", "ks/web", "-n", &ns, "--yes", "--wait=60s"])?;
+    assert_eq!(line, "kustomization/web: deleted\n");
+    assert!(cms.get_opt("settings").await?.is_none(), "pruned with it");
     Ok(())
 }
 

@@ -201,6 +201,73 @@ pub async fn suspend(
     ))
 }
 
+/// What deleting `obj` (a `target`) does, in a sentence: whether what it applied goes with it.
+pub fn deletion(obj: &Value, target: &Named, namespace: &str) -> String {
+    let inventory = &obj["status"]["inventory"];
+    let applied = inventory["objects"]
+        .as_array()
+        .or_else(|| inventory["entries"].as_array())
+        .map_or(0, Vec::len);
+    let objects = match applied {
+        1 => "the object it applied".to_string(),
+        n => format!("the {n} objects it applied"),
+    };
+    let this = format!("This deletes {target} in namespace {namespace}");
+    match target.kind {
+        Kind::Kustomization if obj["spec"]["suspend"] == true => {
+            format!("{this}; {objects} stay, as it is suspended.")
+        }
+        Kind::Kustomization if obj["spec"]["prune"] == true => {
+            format!("{this} and, as spec.prune is true, {objects}.")
+        }
+        Kind::Kustomization => format!("{this}; {objects} stay (spec.prune is false)."),
+        Kind::Application if obj["spec"]["syncPolicy"]["automated"]["prune"] == true => {
+            format!("{this} and, as syncPolicy.automated.prune is true, {objects}.")
+        }
+        Kind::Application => {
+            format!("{this}; {objects} stay (syncPolicy.automated.prune is not set).")
+        }
+        Kind::ApplicationSet => format!(
+            "{this} and the Applications it generated (unless preserveResourcesOnDeletion)."
+        ),
+        Kind::GitRepository | Kind::OCIRepository => format!(
+            "{this}; what read it keeps what it applied, and fails until the source is back."
+        ),
+        _ => format!("{this}."),
+    }
+}
+
+/// Deletes `target` (its finalizer prunes as [`deletion`] says), and with `wait` follows
+/// it until it is gone. `confirm` is shown what will be done first and may stop it.
+pub async fn delete(
+    client: &Client,
+    namespace: &str,
+    target: &Named,
+    wait: Option<Duration>,
+    confirm: impl FnOnce(&str) -> Result<(), String>,
+) -> Result<String, ControlError> {
+    let obj = get(client, namespace, target).await?;
+    confirm(&deletion(&obj, target, namespace)).map_err(ControlError::Refused)?;
+    api(client, namespace, target.kind)
+        .delete(&target.name, &Default::default())
+        .await?;
+    let Some(wait) = wait else {
+        return Ok(format!("{target}: deletion requested"));
+    };
+    poll(wait, || async {
+        let gone = api(client, namespace, target.kind)
+            .get_opt(&target.name)
+            .await?
+            .is_none();
+        Ok(if gone {
+            Ok(format!("{target}: deleted"))
+        } else {
+            Err("pruning what it applied".into())
+        })
+    })
+    .await
+}
+
 /// What `target` deployed, newest last, and the entry a rollback pinned (if still in force).
 pub async fn history(
     client: &Client,
@@ -346,6 +413,36 @@ mod tests {
         assert_eq!(
             named(Kind::Kustomization, "x").to_string(),
             "kustomization/x"
+        );
+    }
+
+    #[test]
+    fn a_deletion_says_what_goes_with_it() {
+        let ks: Named = "ks/web".parse().unwrap();
+        let applied = json!({"objects": ["a_x__ConfigMap v1", "a_y__ConfigMap v1"]});
+        let said = |spec: Value| {
+            deletion(
+                &json!({"spec": spec, "status": {"inventory": applied}}),
+                &ks,
+                "apps",
+            )
+        };
+        assert_eq!(
+            said(json!({"prune": true})),
+            "This deletes kustomization/web in namespace apps and, as spec.prune is true, the 2 objects it applied."
+        );
+        assert!(
+            said(json!({"prune": false}))
+                .ends_with("the 2 objects it applied stay (spec.prune is false).")
+        );
+        assert!(
+            said(json!({"prune": true, "suspend": true})).ends_with("stay, as it is suspended.")
+        );
+        let app: Named = "app/web".parse().unwrap();
+        let pruning = json!({"spec": {"syncPolicy": {"automated": {"prune": true}}}, "status": {"inventory": {"objects": ["a"]}}});
+        assert!(
+            deletion(&pruning, &app, "argocd")
+                .ends_with("syncPolicy.automated.prune is true, the object it applied.")
         );
     }
 

@@ -8,7 +8,6 @@
 //! `--prune-managed` says to delete what they applied, removes skewer's objects, and the CRDs
 //! last.
 
-use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
@@ -51,37 +50,15 @@ pub struct Uninstall {
     pub prune_managed: bool,
 }
 
-/// Asks on the terminal; refuses without one.
-fn confirm(prune_managed: bool) -> Result<()> {
-    let what = if prune_managed {
-        "skewer, its CRDs, and EVERY object its Kustomizations and Applications applied"
-    } else {
-        "skewer and its CRDs (the workloads it applied stay, no longer managed)"
-    };
-    if !std::io::stdin().is_terminal() {
-        return Err(Ended::new(
-            Exit::Failed,
-            format!(
-                "refusing to uninstall {what} without asking: there is no terminal to ask on. \
-                 Pass --yes to uninstall without asking"
-            ),
-        )
-        .into());
-    }
-    eprint!("This deletes {what}.\nType 'yes' to go on: ");
-    let _ = std::io::stderr().flush();
-    let mut answer = String::new();
-    std::io::stdin().lock().read_line(&mut answer)?;
-    if answer.trim() != "yes" {
-        return Err(Ended::new(Exit::Failed, "not uninstalled: the answer was not 'yes'").into());
-    }
-    Ok(())
-}
-
 /// `skewer uninstall`. Returns the lines to print.
 pub async fn uninstall(client: &Client, u: &Uninstall) -> Result<Vec<String>> {
     if !u.yes {
-        confirm(u.prune_managed)?;
+        let what = if u.prune_managed {
+            "skewer, its CRDs, and EVERY object its Kustomizations and Applications applied"
+        } else {
+            "skewer and its CRDs (the workloads it applied stay, no longer managed)"
+        };
+        super::term::confirm("uninstall", &format!("This deletes {what}."))?;
     }
     let mut lines = Vec::new();
     let progress = Progress::start("stopping skewer");

@@ -39,6 +39,32 @@ impl Ended {
     }
 }
 
+/// Asks on the terminal before `verb`ing: `deed` says in full what will be done. Refuses
+/// without a terminal to ask on (then `--yes` goes on without asking), and unless the answer
+/// is `yes`.
+pub fn confirm(verb: &str, deed: &str) -> Result<(), Ended> {
+    use std::io::{BufRead as _, Write as _};
+    if !std::io::stdin().is_terminal() {
+        return Err(Ended::new(
+            Exit::Failed,
+            format!(
+                "refusing to {verb} without asking: there is no terminal to ask on. {deed} \
+                 Pass --yes to {verb} without asking"
+            ),
+        ));
+    }
+    eprint!("{deed}\nType 'yes' to go on: ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    if std::io::stdin().lock().read_line(&mut answer).is_err() || answer.trim() != "yes" {
+        return Err(Ended::new(
+            Exit::Failed,
+            format!("did not {verb}: the answer was not 'yes'"),
+        ));
+    }
+    Ok(())
+}
+
 /// Whether to colour what goes to standard output.
 pub fn colour() -> bool {
     std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()

@@ -181,6 +181,25 @@ pub enum Command {
     /// nested Kustomizations are expanded.
     #[command(after_help = "Example:\n  skewer tree ks/skewer-system -n skewer-system")]
     Tree(TargetArgs),
+    /// Delete one of skewer's objects. A Kustomization with spec.prune (an Application with
+    /// syncPolicy.automated.prune) takes what it applied with it; the question says which.
+    /// Asks first; without a terminal, refuses unless --yes.
+    #[command(
+        after_help = "Examples:\n  skewer delete ks/web -n apps\n  skewer delete app/guestbook -n argocd --yes --wait"
+    )]
+    Delete {
+        /// `<kind>/<name>`: `ks/<name>`, `app/<name>`, `gitrepository/<name>`, …
+        target: Named,
+        /// The namespace (default: the kubeconfig context's, else `default`).
+        #[arg(long, short = 'n', default_value_t = crate::connect::default_namespace(), hide_default_value = true)]
+        namespace: String,
+        /// Do not ask.
+        #[arg(long, short = 'y')]
+        yes: bool,
+        /// Wait until it is gone (what it prunes pruned), at most this long (default 5m).
+        #[arg(long, num_args = 0..=1, default_missing_value = "5m", value_parser = parse_duration)]
+        wait: Option<Duration>,
+    },
     /// What a Kustomization or Application deployed, newest last: each revision, its
     /// artifact's digest, when, and how it ended (`status.history`: the last 10, or an
     /// Application's spec.revisionHistoryLimit).
@@ -493,6 +512,19 @@ pub fn created_default() -> Result<String> {
 
 #[derive(Subcommand)]
 pub enum Get {
+    /// Everything skewer reconciles, kind by kind: Kustomizations, sources, Receivers,
+    /// Providers and Alerts in one table, then Applications and ApplicationSets.
+    #[command(after_help = "Example:\n  skewer get all -A")]
+    All {
+        /// The namespace (default: the kubeconfig context's, else `default`).
+        #[arg(long, short = 'n', default_value_t = crate::connect::default_namespace(), hide_default_value = true)]
+        namespace: String,
+        /// Every namespace.
+        #[arg(long, short = 'A')]
+        all_namespaces: bool,
+        #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// Kustomizations: ready, applied revision, age, and why they are not Ready.
     #[command(alias = "ks", alias = "kustomization")]
     Kustomizations(ListArgs),
@@ -560,6 +592,8 @@ pub enum Get {
 /// Which objects `get` lists, and how it prints them.
 #[derive(Args)]
 pub struct ListArgs {
+    /// Only the object of this name.
+    pub name: Option<String>,
     /// The namespace (default: the kubeconfig context's, else `default`).
     #[arg(long, short = 'n', default_value_t = crate::connect::default_namespace(), hide_default_value = true)]
     pub namespace: String,

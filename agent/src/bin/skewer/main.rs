@@ -24,6 +24,40 @@ async fn print_rows<R, F, Fut>(
     output: Output,
     watch: bool,
     table: impl Fn(&[R]) -> String,
+    list: F,
+) -> Result<()>
+where
+    R: serde::Serialize + Clone,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<R>>>,
+{
+    print_named(output, watch, None, table, list).await
+}
+
+/// What `get KIND NAME` looked for: `name` of `kind`, in `args`' namespace or any.
+struct Looked<'a> {
+    kind: &'a str,
+    name: &'a str,
+    namespace: Option<&'a str>,
+}
+
+impl<'a> Looked<'a> {
+    fn of(kind: &'a str, args: &'a ListArgs) -> Option<Self> {
+        Some(Self {
+            kind,
+            name: args.name.as_deref()?,
+            namespace: (!args.all_namespaces).then_some(args.namespace.as_str()),
+        })
+    }
+}
+
+/// [`print_rows`] of the rows named `name` only (all when `None`); none is an error naming
+/// what was looked for.
+async fn print_named<R, F, Fut>(
+    output: Output,
+    watch: bool,
+    looked: Option<Looked<'_>>,
+    table: impl Fn(&[R]) -> String,
     mut list: F,
 ) -> Result<()>
 where
@@ -31,7 +65,29 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Vec<R>>>,
 {
+    let name = looked.as_ref().map(|l| l.name);
+    let mut list = || {
+        let rows = list();
+        async move {
+            let rows = rows.await?;
+            Ok::<_, anyhow::Error>(match name {
+                None => rows,
+                Some(name) => rows
+                    .into_iter()
+                    .filter(|r| serde_json::to_value(r).is_ok_and(|v| v["name"] == name))
+                    .collect(),
+            })
+        }
+    };
     let mut rows = list().await?;
+    if let (Some(l), true) = (&looked, rows.is_empty()) {
+        let place = match l.namespace {
+            Some(ns) => format!("in namespace {ns} (-A looks in every namespace)"),
+            None => "in any namespace".into(),
+        };
+        let message = format!("no {} named {} {place}", l.kind, l.name);
+        return Err(Ended::new(Exit::Failed, message).into());
+    }
     match output {
         Output::Table => print!("{}", table(&rows)),
         Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
@@ -287,6 +343,24 @@ async fn dispatch(command: Command) -> Result<Exit> {
                 .await
                 .map_err(ended)?;
             print!("{}", skewer_view::tree::render(&root));
+        }
+        Command::Delete {
+            target,
+            namespace,
+            yes,
+            wait,
+        } => {
+            let client = hub_client().await?;
+            let confirm = |deed: &str| {
+                if yes {
+                    return Ok(());
+                }
+                skewer_cli::term::confirm("delete", deed).map_err(|e| e.message)
+            };
+            let line = control::delete(&client, &namespace, &target, wait, confirm)
+                .await
+                .map_err(ended)?;
+            println!("{line}");
         }
         Command::History {
             target,
@@ -578,6 +652,14 @@ async fn get(what: Get) -> Result<()> {
     use skewer_view::{apps, appsets, table as get};
     let client = hub_client().await?;
     let (args, which) = match what {
+        Get::All {
+            namespace,
+            all_namespaces,
+            output,
+        } => {
+            let namespace = (!all_namespaces).then_some(namespace);
+            return get_all(&client, namespace.as_deref(), output).await;
+        }
         Get::Kustomizations(a) => (a, Listed::Kustomizations),
         Get::Sources(a) => (a, Listed::Sources),
         Get::Receivers(a) => (a, Listed::Receivers),
@@ -586,9 +668,10 @@ async fn get(what: Get) -> Result<()> {
         Get::Applications(args) => {
             let namespace = (!args.all_namespaces).then_some(args.namespace.clone());
             let all = args.all_namespaces;
-            return print_rows(
+            return print_named(
                 args.output,
                 args.watch,
+                Looked::of("Application", &args),
                 |rows| apps::table(rows, all),
                 || async { Ok(apps::list(&client, namespace.as_deref()).await?) },
             )
@@ -597,9 +680,10 @@ async fn get(what: Get) -> Result<()> {
         Get::Applicationsets(args) => {
             let namespace = (!args.all_namespaces).then_some(args.namespace.clone());
             let all = args.all_namespaces;
-            return print_rows(
+            return print_named(
                 args.output,
                 args.watch,
+                Looked::of("ApplicationSet", &args),
                 |rows| appsets::table(rows, all),
                 || async { Ok(appsets::list(&client, namespace.as_deref()).await?) },
             )
@@ -639,9 +723,17 @@ async fn get(what: Get) -> Result<()> {
     };
     let namespace = (!args.all_namespaces).then_some(args.namespace.clone());
     let all = args.all_namespaces;
-    print_rows(
+    let kind = match which {
+        Listed::Kustomizations => "Kustomization",
+        Listed::Sources => "GitRepository or OCIRepository",
+        Listed::Receivers => "Receiver",
+        Listed::Providers => "Provider",
+        Listed::Alerts => "Alert",
+    };
+    print_named(
         args.output,
         args.watch,
+        Looked::of(kind, &args),
         |rows| get::table(rows, all, which == Listed::Sources),
         || async {
             let ns = namespace.as_deref();
@@ -655,6 +747,44 @@ async fn get(what: Get) -> Result<()> {
         },
     )
     .await
+}
+
+/// `get all`: one table of the kinds `get::table` shows, then Applications and
+/// ApplicationSets, each only when there are some.
+async fn get_all(client: &kube::Client, ns: Option<&str>, output: Output) -> Result<()> {
+    use skewer_view::{apps, appsets, table as get};
+    let mut rows = get::kustomizations(client, ns).await?;
+    rows.extend(get::sources(client, ns).await?);
+    rows.extend(get::receivers(client, ns).await?);
+    rows.extend(get::providers(client, ns).await?);
+    rows.extend(get::alerts(client, ns).await?);
+    let (applications, sets) = (
+        apps::list(client, ns).await?,
+        appsets::list(client, ns).await?,
+    );
+    let all = ns.is_none();
+    match output {
+        Output::Table => {
+            let tables = [
+                (!rows.is_empty()).then(|| get::table(&rows, all, true)),
+                (!applications.is_empty()).then(|| apps::table(&applications, all)),
+                (!sets.is_empty()).then(|| appsets::table(&sets, all)),
+            ];
+            let tables: Vec<String> = tables.into_iter().flatten().collect();
+            if tables.is_empty() {
+                eprintln!("nothing of skewer's here (see the namespace, or -A)");
+            }
+            print!("{}", tables.join("\n"));
+        }
+        Output::Json | Output::Yaml => {
+            let all = serde_json::json!({"objects": rows, "applications": applications, "applicationSets": sets});
+            match output {
+                Output::Json => println!("{}", serde_json::to_string_pretty(&all)?),
+                _ => print!("{}", serde_saphyr::to_string(&all)?),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What `get` lists through [`get::table`].
