@@ -294,20 +294,10 @@ async fn serve(args: Daemon, config: kube::Config) -> Result<()> {
 /// and what to do (once, and again every minute), rather than letting each controller's watch
 /// fail on its own.
 async fn crds_installed(client: &kube::Client, server: &str) {
-    let wanted = skewer_api::manifests::resources();
-    let group = format!("{}/{}", skewer_api::GROUP, skewer_api::VERSION);
     let mut said: Option<std::time::Instant> = None;
     loop {
-        let missing: Vec<&str> = match client.list_api_group_resources(&group).await {
-            Ok(list) => wanted
-                .iter()
-                .filter(|w| !list.resources.iter().any(|r| &r.name == *w))
-                .map(String::as_str)
-                .collect(),
-            // The whole group is unknown.
-            Err(kube::Error::Api(s)) if s.code == 404 => {
-                wanted.iter().map(String::as_str).collect()
-            }
+        let missing = match skewer_api::manifests::missing_resources(client).await {
+            Ok(missing) => missing,
             Err(e) => {
                 tracing::warn!(error = %e, "asking the API server which of skewer's resources it serves");
                 tokio::time::sleep(Duration::from_secs(2)).await;

@@ -660,6 +660,27 @@ async fn everyday_commands_read_and_steer_a_kustomization() -> Result<()> {
         "{bash}"
     );
 
+    // `check --pre` before an install, `check` of the skewer running.
+    let pre = run_ok(&["check", "--pre"])?;
+    assert!(
+        pre.starts_with("✓ Kubernetes v1.")
+            && pre.contains("✓ this user may create what skewer installs"),
+        "{pre}"
+    );
+    let nobody = skewer_e2e::kubeconfig_as(hub, "nobody-checks", None)?;
+    let out = skewer(&nobody, &["check", "--pre"], &[])?;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        stdout(&out).contains("✗ this user may not create customresourcedefinitions"),
+        "{}",
+        text(&out)
+    );
+    let installed = run_ok(&["check"])?;
+    assert!(
+        installed.contains("✓ skewer's CRDs are installed") && installed.contains("✓ leader "),
+        "{installed}"
+    );
+
     // `get` of one object, and of everything.
     let one = run_ok(&["get", "ks", "web", "-n", &ns])?;
     assert_eq!(one.lines().count(), 2, "{one}");

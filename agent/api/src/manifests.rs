@@ -33,6 +33,21 @@ pub fn resources() -> Vec<String> {
     crds().into_iter().map(|c| c.spec.names.plural).collect()
 }
 
+/// Which of skewer's resources the API server of `client` does not serve (all of them when it
+/// knows not even the group).
+pub async fn missing_resources(client: &kube::Client) -> Result<Vec<String>, kube::Error> {
+    let wanted = resources();
+    let group = format!("{}/{}", crate::GROUP, crate::VERSION);
+    match client.list_api_group_resources(&group).await {
+        Ok(list) => Ok(wanted
+            .into_iter()
+            .filter(|w| !list.resources.iter().any(|r| &r.name == w))
+            .collect()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(wanted),
+        Err(e) => Err(e),
+    }
+}
+
 /// File name → YAML content, in a stable order.
 pub fn files(image: &str) -> Result<Vec<(&'static str, String)>, serde_saphyr::SerializeError> {
     let crds: Vec<Value> = crds()

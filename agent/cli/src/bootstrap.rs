@@ -182,56 +182,17 @@ pub struct Bootstrapped {
     pub secret_written: bool,
 }
 
-/// What bootstrap needs to do on the cluster, each as (group, resource, namespace): asked of
-/// the API server before Git is touched.
-const RIGHTS: [(&str, &str, Option<&str>); 7] = [
-    ("apiextensions.k8s.io", "customresourcedefinitions", None),
-    ("", "namespaces", None),
-    ("rbac.authorization.k8s.io", "clusterroles", None),
-    ("rbac.authorization.k8s.io", "clusterrolebindings", None),
-    ("", "serviceaccounts", Some(NAMESPACE)),
-    ("apps", "deployments", Some(NAMESPACE)),
-    ("", "secrets", Some(NAMESPACE)),
-];
-
-/// Before anything is cloned or pushed: the cluster answers, and this user may create what
-/// bootstrap creates. A bootstrap that could not finish on the cluster never changes Git.
+/// Before anything is cloned or pushed: the cluster answers, is new enough, and this user may
+/// create what bootstrap creates. A bootstrap that could not finish on the cluster never
+/// changes Git.
 pub async fn preflight(client: &kube::Client) -> Result<String> {
-    use k8s_openapi::api::authorization::v1::{
-        ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
-    };
-    let version = client
-        .apiserver_version()
+    let before = "checking the cluster before touching Git (nothing was pushed)";
+    let version = client.apiserver_version().await.context(before)?;
+    let minor = super::check::new_enough(&version)
+        .map_err(|e| Ended::new(Exit::Failed, format!("{e}: nothing was pushed")))?;
+    let denied = super::check::denied(client)
         .await
-        .context("checking the cluster before touching Git (nothing was pushed)")?;
-    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
-    let mut denied = Vec::new();
-    for (group, resource, namespace) in RIGHTS {
-        let review = SelfSubjectAccessReview {
-            spec: SelfSubjectAccessReviewSpec {
-                resource_attributes: Some(ResourceAttributes {
-                    group: Some(group.into()),
-                    resource: Some(resource.into()),
-                    namespace: namespace.map(Into::into),
-                    verb: Some("create".into()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let answer = reviews
-            .create(&Default::default(), &review)
-            .await
-            .context("asking the cluster what this user may do (nothing was pushed)")?;
-        if !answer.status.is_some_and(|s| s.allowed) {
-            let what = match namespace {
-                Some(ns) => format!("{resource} in {ns}"),
-                None => resource.to_string(),
-            };
-            denied.push(what);
-        }
-    }
+        .context("asking the cluster what this user may do (nothing was pushed)")?;
     if !denied.is_empty() {
         return Err(Ended::new(
             Exit::Failed,
@@ -243,8 +204,7 @@ pub async fn preflight(client: &kube::Client) -> Result<String> {
         .into());
     }
     Ok(format!(
-        "cluster reachable (Kubernetes {}.{}), rights to install",
-        version.major, version.minor
+        "cluster reachable (Kubernetes 1.{minor}), rights to install"
     ))
 }
 

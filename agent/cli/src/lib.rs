@@ -3,6 +3,7 @@
 
 pub mod bootstrap;
 pub mod build;
+pub mod check;
 pub mod control;
 pub mod dev;
 pub mod diff;

@@ -284,6 +284,16 @@ pub enum Command {
         #[command(subcommand)]
         what: Get,
     },
+    /// Check the cluster: with --pre, before installing (it answers, is Kubernetes 1.22 or
+    /// newer, and this user may create what skewer installs); without, skewer itself (its CRDs
+    /// served, its Deployment ready, a leader renewing its Lease). Every check runs; exit
+    /// code 1 when any failed.
+    #[command(after_help = "Examples:\n  skewer check --pre\n  skewer check --context prod")]
+    Check {
+        /// Check what installing needs, not the install.
+        #[arg(long)]
+        pre: bool,
+    },
     /// This command line's version, the cluster's, and the skewer installed there (its
     /// Deployment's image and ready replicas).
     #[command(after_help = "Example:\n  skewer version --context prod")]

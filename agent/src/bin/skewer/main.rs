@@ -429,6 +429,19 @@ async fn dispatch(command: Command) -> Result<Exit> {
         }
         Command::Get { what } => get(what).await?,
         Command::Version => version().await?,
+        Command::Check { pre } => {
+            let client = hub_client().await?;
+            let checks = if pre {
+                skewer_cli::check::pre(&client).await?
+            } else {
+                skewer_cli::check::installed(&client, Duration::from_secs(15)).await?
+            };
+            print!("{}", skewer_cli::check::render(&checks));
+            if !skewer_cli::check::passed(&checks) {
+                return Err(Ended::new(Exit::Differs, "some checks failed").into());
+            }
+        }
+
         Command::Export {
             targets,
             namespace,
