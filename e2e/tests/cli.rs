@@ -716,6 +716,47 @@ async fn everyday_commands_read_and_steer_a_kustomization() -> Result<()> {
     let line = run_ok(&["delete", "ks/web", "-n", &ns, "--yes", "--wait=60s"])?;
     assert_eq!(line, "kustomization/web: deleted\n");
     assert!(cms.get_opt("settings").await?.is_none(), "pruned with it");
+
+    // `create` writes it again from flags, as `flux create` would; skewer applies it.
+    let exported = run_ok(&[
+        "create",
+        "ks",
+        "web",
+        "--source",
+        "GitRepository/app",
+        "--path",
+        "./app",
+        "--prune",
+        "-n",
+        &ns,
+        "--export",
+    ])?;
+    assert!(
+        exported.contains("kind: Kustomization\n") && exported.contains("prune: true"),
+        "{exported}"
+    );
+    let out = skewer(hub, &["get", "ks", "web", "-n", &ns], &[])?;
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "--export writes nothing: {}",
+        text(&out)
+    );
+    let line = run_ok(&[
+        "create",
+        "ks",
+        "web",
+        "--source",
+        "GitRepository/app",
+        "--path",
+        "./app",
+        "--prune",
+        "-n",
+        &ns,
+    ])?;
+    assert_eq!(line, "kustomization/web: created\n");
+    wait_applied(&c, &ns, "web", &third).await?;
+    assert!(cms.get_opt("settings").await?.is_some());
     Ok(())
 }
 

@@ -5,6 +5,7 @@ pub mod bootstrap;
 pub mod build;
 pub mod check;
 pub mod control;
+pub mod create;
 pub mod dev;
 pub mod diff;
 pub mod install;

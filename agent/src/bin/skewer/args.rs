@@ -181,6 +181,16 @@ pub enum Command {
     /// nested Kustomizations are expanded.
     #[command(after_help = "Example:\n  skewer tree ks/skewer-system -n skewer-system")]
     Tree(TargetArgs),
+    /// Write a source, Kustomization or Application from flags, as `flux create` and `argocd
+    /// app create` do: checked as the daemon would check it, then applied (server-side, as
+    /// skewer-cli), or with --export printed as YAML to keep in Git.
+    #[command(
+        after_help = "Examples:\n  skewer create source git fleet --url https://git.example.com/fleet.git --branch main --export > fleet.yaml\n  skewer create ks apps --source GitRepository/fleet --path ./apps --prune -n flux-system\n  skewer create app guestbook --repo https://github.com/argoproj/argocd-example-apps.git --path guestbook \\\n      --dest-namespace guestbook --auto-prune --self-heal -n argocd"
+    )]
+    Create {
+        #[command(subcommand)]
+        what: CreateWhat,
+    },
     /// Delete one of skewer's objects. A Kustomization with spec.prune (an Application with
     /// syncPolicy.automated.prune) takes what it applied with it; the question says which.
     /// Asks first; without a terminal, refuses unless --yes.
@@ -427,6 +437,139 @@ pub struct ReconcileArgs {
     /// Wait until it is done (Ready, or Synced and Healthy), at most this long (default 5m).
     #[arg(long, num_args = 0..=1, default_missing_value = "5m", value_parser = parse_duration)]
     pub wait: Option<Duration>,
+}
+
+#[derive(Subcommand)]
+pub enum CreateWhat {
+    /// A GitRepository or OCIRepository.
+    Source {
+        #[command(subcommand)]
+        kind: CreateSource,
+    },
+    /// A Kustomization of a source's path.
+    #[command(alias = "ks")]
+    Kustomization {
+        name: String,
+        /// `GitRepository/<name>`, `OCIRepository/<name>`, or a GitRepository's name.
+        #[arg(long)]
+        source: String,
+        #[arg(long, default_value = "./")]
+        path: String,
+        #[arg(long, default_value = "10m", value_parser = parse_interval)]
+        interval: String,
+        /// Delete what leaves the source.
+        #[arg(long)]
+        prune: bool,
+        /// Ready only once every applied object is healthy.
+        #[arg(long)]
+        wait: bool,
+        #[arg(long)]
+        target_namespace: Option<String>,
+        /// Apply as this ServiceAccount of the namespace (a tenant).
+        #[arg(long)]
+        service_account: Option<String>,
+        /// Kustomizations of the namespace that must be Ready first.
+        #[arg(long)]
+        depends_on: Vec<String>,
+        #[arg(long, value_parser = parse_interval)]
+        timeout: Option<String>,
+        #[command(flatten)]
+        out: CreateOut,
+    },
+    /// An Application (Argo CD's shape).
+    #[command(alias = "app")]
+    Application {
+        name: String,
+        /// The repository: a Git URL, or oci://host/repository.
+        #[arg(long)]
+        repo: String,
+        #[arg(long, default_value = "")]
+        path: String,
+        /// A branch, tag, commit or version range (default HEAD).
+        #[arg(long)]
+        revision: Option<String>,
+        /// The destination cluster's API server URL (default: the hub, `in-cluster`).
+        #[arg(long, conflicts_with = "dest_name")]
+        dest_server: Option<String>,
+        /// The destination cluster's registered name.
+        #[arg(long)]
+        dest_name: Option<String>,
+        #[arg(long)]
+        dest_namespace: Option<String>,
+        /// Sync on every change (`syncPolicy.automated`).
+        #[arg(long)]
+        automated: bool,
+        /// Automated, deleting what leaves the source.
+        #[arg(long)]
+        auto_prune: bool,
+        /// Automated, repairing drift.
+        #[arg(long)]
+        self_heal: bool,
+        /// `CreateNamespace=true`, `ServerSideApply=true`, … (repeat).
+        #[arg(long)]
+        sync_option: Vec<String>,
+        /// Apply as this ServiceAccount of the namespace (a tenant).
+        #[arg(long)]
+        service_account: Option<String>,
+        #[command(flatten)]
+        out: CreateOut,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum CreateSource {
+    /// A GitRepository: one of --branch (default main), --tag, --semver, --commit.
+    Git {
+        name: String,
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        branch: Option<String>,
+        #[arg(long)]
+        tag: Option<String>,
+        #[arg(long)]
+        semver: Option<String>,
+        #[arg(long)]
+        commit: Option<String>,
+        /// A Secret of the namespace with the credentials (username/password, identity, …).
+        #[arg(long)]
+        secret_ref: Option<String>,
+        #[arg(long, default_value = "1m", value_parser = parse_interval)]
+        interval: String,
+        #[command(flatten)]
+        out: CreateOut,
+    },
+    /// An OCIRepository: one of --tag (default latest), --semver, --digest.
+    Oci {
+        name: String,
+        /// oci://host/repository
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        tag: Option<String>,
+        #[arg(long)]
+        semver: Option<String>,
+        #[arg(long)]
+        digest: Option<String>,
+        /// A kubernetes.io/dockerconfigjson Secret of the namespace.
+        #[arg(long)]
+        secret_ref: Option<String>,
+        #[arg(long, default_value = "5m", value_parser = parse_interval)]
+        interval: String,
+        #[command(flatten)]
+        out: CreateOut,
+    },
+}
+
+/// Where `create` puts the object.
+#[derive(Args)]
+pub struct CreateOut {
+    /// The namespace (default: the kubeconfig context's, else `default`).
+    #[arg(long, short = 'n', default_value_t = crate::connect::default_namespace(), hide_default_value = true)]
+    pub namespace: String,
+    /// Print the object as YAML instead of applying it.
+    #[arg(long)]
+    pub export: bool,
 }
 
 #[derive(Subcommand)]

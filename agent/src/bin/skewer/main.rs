@@ -344,6 +344,7 @@ async fn dispatch(command: Command) -> Result<Exit> {
                 .map_err(ended)?;
             print!("{}", skewer_view::tree::render(&root));
         }
+        Command::Create { what } => create(what).await?,
         Command::Delete {
             target,
             namespace,
@@ -760,6 +761,132 @@ async fn get(what: Get) -> Result<()> {
         },
     )
     .await
+}
+
+/// `skewer create`: the object from flags, judged as the daemon would, then printed or applied.
+async fn create(what: CreateWhat) -> Result<()> {
+    use skewer_cli::create::{self, App, GitSource, Ks, OciSource, What};
+    let (name, out, what) = match what {
+        CreateWhat::Source {
+            kind:
+                CreateSource::Git {
+                    name,
+                    url,
+                    branch,
+                    tag,
+                    semver,
+                    commit,
+                    secret_ref,
+                    interval,
+                    out,
+                },
+        } => {
+            let git = GitSource {
+                url,
+                branch,
+                tag,
+                semver,
+                commit,
+                secret: secret_ref,
+                interval,
+            };
+            (name, out, What::Git(git))
+        }
+        CreateWhat::Source {
+            kind:
+                CreateSource::Oci {
+                    name,
+                    url,
+                    tag,
+                    semver,
+                    digest,
+                    secret_ref,
+                    interval,
+                    out,
+                },
+        } => {
+            let oci = OciSource {
+                url,
+                tag,
+                semver,
+                digest,
+                secret: secret_ref,
+                interval,
+            };
+            (name, out, What::Oci(oci))
+        }
+        CreateWhat::Kustomization {
+            name,
+            source,
+            path,
+            interval,
+            prune,
+            wait,
+            target_namespace,
+            service_account,
+            depends_on,
+            timeout,
+            out,
+        } => {
+            let ks = Ks {
+                source,
+                path,
+                interval,
+                prune,
+                wait,
+                target_namespace,
+                service_account,
+                depends_on,
+                timeout,
+            };
+            (name, out, What::Kustomization(ks))
+        }
+        CreateWhat::Application {
+            name,
+            repo,
+            path,
+            revision,
+            dest_server,
+            dest_name,
+            dest_namespace,
+            automated,
+            auto_prune,
+            self_heal,
+            sync_option,
+            service_account,
+            out,
+        } => {
+            let app = App {
+                repo,
+                path,
+                revision,
+                dest_server,
+                dest_name,
+                dest_namespace,
+                automated,
+                auto_prune,
+                self_heal,
+                sync_options: sync_option,
+                service_account,
+            };
+            (name, out, What::Application(app))
+        }
+    };
+    let object =
+        create::object(&what, &name, &out.namespace).map_err(|e| Ended::new(Exit::Usage, e))?;
+    // As a daemon with its default flags would judge it.
+    let settings = skewer_controller::runtime::Settings::judging(None, true);
+    if let Some(refused) = skewer_controller::reconcilers::verdict::refusal(&object, &settings) {
+        return Err(Ended::new(Exit::Failed, format!("skewer would refuse it: {refused}")).into());
+    }
+    if out.export {
+        print!("---\n{}", serde_saphyr::to_string(&object)?);
+        return Ok(());
+    }
+    let client = hub_client().await?;
+    let line = create::apply(&client, &object).await.map_err(ended)?;
+    println!("{line}");
+    Ok(())
 }
 
 /// `get all`: one table of the kinds `get::table` shows, then Applications and
