@@ -622,6 +622,11 @@ impl Skewer {
         self.child.id()
     }
 
+    /// The file skewer logs to.
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
     pub fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

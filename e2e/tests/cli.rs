@@ -456,7 +456,7 @@ async fn diff_names_the_changed_field_and_exits_1_until_applied() -> Result<()> 
 
 #[tokio::test]
 async fn everyday_commands_read_and_steer_a_kustomization() -> Result<()> {
-    let (ns, repo, _skewer, _c) = synced_app("cli-day").await?;
+    let (ns, repo, daemon, _c) = synced_app("cli-day").await?;
     let hub = skewer_e2e::hub();
     let run_ok = |args: &[&str]| -> Result<String> {
         let out = skewer(hub, args, &[])?;
@@ -658,6 +658,31 @@ async fn everyday_commands_read_and_steer_a_kustomization() -> Result<()> {
     assert!(
         bash.contains("bootstrap") && bash.contains("complete"),
         "{bash}"
+    );
+
+    // `logs`: the daemon's lines about one object; no pods to read without --file.
+    let log = daemon.log_path().display().to_string();
+    let about = run_ok(&["logs", "ks/web", "-n", &ns, "--file", &log])?;
+    assert!(about.contains("synced main@sha1:"), "{about}");
+    assert!(
+        about
+            .lines()
+            .all(|l| l.contains(&format!("namespace={ns}")) && l.contains("Kustomization")),
+        "{about}"
+    );
+    let all_lines = run_ok(&["logs", "--file", &log])?;
+    assert!(all_lines.lines().count() > about.lines().count());
+    let source = run_ok(&["logs", "gitrepository/app", "-n", &ns, "--file", &log])?;
+    assert!(
+        !source.is_empty() && !source.contains("Kustomization"),
+        "{source}"
+    );
+    let out = skewer(hub, &["logs", "ks/web", "-n", &ns], &[])?;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(
+        text(&out).contains("no skewer pods in namespace skewer-system"),
+        "{}",
+        text(&out)
     );
 
     // `check --pre` before an install, `check` of the skewer running.

@@ -9,6 +9,7 @@ pub mod create;
 pub mod dev;
 pub mod diff;
 pub mod install;
+pub mod logs;
 pub mod migrate;
 pub mod push;
 pub mod term;

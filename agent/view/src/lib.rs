@@ -11,6 +11,7 @@ pub mod export;
 #[doc(hidden)]
 pub mod golden;
 pub mod history;
+pub mod logs;
 pub mod named;
 pub mod shards;
 pub mod table;

@@ -210,6 +210,37 @@ pub enum Command {
         #[arg(long, num_args = 0..=1, default_missing_value = "5m", value_parser = parse_duration)]
         wait: Option<Duration>,
     },
+    /// skewer's own log lines, from the pods of its Deployment, or from a file (`-`: standard
+    /// input) for a `skewer run` beside the cluster; with an object, only the lines about it.
+    /// JSON lines are printed as text.
+    #[command(
+        after_help = "Examples:\n  skewer logs ks/web -n apps --since 1h\n  skewer logs --level error -f\n  skewer run 2>&1 | skewer logs app/guestbook -n argocd --file -"
+    )]
+    Logs {
+        /// Only the lines about this object: `ks/<name>`, `app/<name>`, `gitrepository/<name>`, …
+        target: Option<Named>,
+        /// The object's namespace (default: the kubeconfig context's, else `default`).
+        #[arg(long, short = 'n', default_value_t = crate::connect::default_namespace(), hide_default_value = true)]
+        namespace: String,
+        /// Only lines at least this severe: error, warn, info, debug.
+        #[arg(long, value_parser = parse_level)]
+        level: Option<skewer_view::logs::Level>,
+        /// Keep printing lines as they come.
+        #[arg(long, short = 'f')]
+        follow: bool,
+        /// The last this many lines of each pod.
+        #[arg(long)]
+        tail: Option<i64>,
+        /// Only lines newer than this (of the pods).
+        #[arg(long, value_parser = parse_duration)]
+        since: Option<Duration>,
+        /// Read this file (`-`: standard input) instead of the pods.
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// Where skewer's pods run.
+        #[arg(long, default_value = "skewer-system")]
+        skewer_namespace: String,
+    },
     /// What a Kustomization or Application deployed, newest last: each revision, its
     /// artifact's digest, when, and how it ended (`status.history`: the last 10, or an
     /// Application's spec.revisionHistoryLimit).
@@ -437,6 +468,11 @@ pub struct ReconcileArgs {
     /// Wait until it is done (Ready, or Synced and Healthy), at most this long (default 5m).
     #[arg(long, num_args = 0..=1, default_missing_value = "5m", value_parser = parse_duration)]
     pub wait: Option<Duration>,
+}
+
+fn parse_level(s: &str) -> Result<skewer_view::logs::Level, String> {
+    skewer_view::logs::Level::parse(s)
+        .ok_or_else(|| format!("'{s}': one of error, warn, info, debug, trace"))
 }
 
 #[derive(Subcommand)]

@@ -345,6 +345,41 @@ async fn dispatch(command: Command) -> Result<Exit> {
             print!("{}", skewer_view::tree::render(&root));
         }
         Command::Create { what } => create(what).await?,
+        Command::Logs {
+            target,
+            namespace,
+            level,
+            follow,
+            tail,
+            since,
+            file,
+            skewer_namespace,
+        } => {
+            let filter = skewer_view::logs::Filter {
+                object: target
+                    .as_ref()
+                    .map(|t| (t.kind.resource().kind, namespace.clone(), t.name.clone())),
+                level,
+            };
+            let printed = match file {
+                Some(path) => skewer_cli::logs::from_file(&path, &filter)?,
+                None => {
+                    let client = hub_client().await?;
+                    let reading = skewer_cli::logs::Reading {
+                        follow,
+                        tail,
+                        since,
+                    };
+                    skewer_cli::logs::from_pods(&client, &skewer_namespace, &filter, &reading)
+                        .await?
+                }
+            };
+            if printed == 0 {
+                let about = target.map_or(String::new(), |t| format!(" about {t} in {namespace}"));
+                eprintln!("no log lines{about}");
+            }
+        }
+
         Command::Delete {
             target,
             namespace,
