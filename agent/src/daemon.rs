@@ -371,7 +371,10 @@ impl skewer_ui::Differ for AppDiffs {
     ) -> futures::future::BoxFuture<'a, Result<Vec<skewer_appliers::compare::Differs>, String>>
     {
         Box::pin(skewer_controller::reconcilers::application::diff(
-            &self.0, app, only,
+            &self.0,
+            app,
+            Some(only),
+            false,
         ))
     }
 }

@@ -187,6 +187,49 @@ async fn without_automation_changes_wait_for_a_sync_and_drift_is_shown_not_heale
     assert!(ready_message(&st).contains("ConfigMap/") && ready_message(&st).contains("/b"));
     assert_eq!(cm_value(&c, &ns, "b").await?.as_deref(), Some("one"));
 
+    // Before syncing: what the sync would change, from the Application alone (its source
+    // fetched at its revision, dry-run on its cluster), and what its source renders.
+    let run = |args: &[&str]| -> Result<(Option<i32>, String)> {
+        let out = std::process::Command::new(skewer_e2e::skewer_bin())
+            .env("KUBECONFIG", skewer_e2e::hub())
+            .args(args)
+            .output()?;
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        Ok((out.status.code(), text))
+    };
+    for args in [
+        ["diff", "app/manual", "-n", &ns, ""],
+        ["sync", "app/manual", "-n", &ns, "--dry-run"],
+    ] {
+        let args: Vec<&str> = args.into_iter().filter(|a| !a.is_empty()).collect();
+        let (code, said) = run(&args)?;
+        assert_eq!(code, Some(1), "{args:?}: {said}");
+        assert!(
+            said.contains(&format!("ConfigMap/{ns}/b"))
+                && said.contains("one")
+                && said.contains("two"),
+            "{args:?}: {said}"
+        );
+        assert!(
+            !said.contains(&format!("ConfigMap/{ns}/a")),
+            "a is as its source says: {said}"
+        );
+    }
+    assert_eq!(
+        cm_value(&c, &ns, "b").await?.as_deref(),
+        Some("one"),
+        "a dry run writes nothing"
+    );
+    let (code, manifests) = run(&["build", "app/manual", "-n", &ns])?;
+    assert_eq!(code, Some(0), "{manifests}");
+    assert!(
+        manifests.matches("kind: ConfigMap").count() == 2
+            && manifests.contains("value: two")
+            && manifests.contains(&format!("namespace: {ns}")),
+        "{manifests}"
+    );
+
     sync("2")?;
     wait_app(&c, &ns, "manual", "Synced at two", |st| {
         synced_healthy(st)?;
@@ -198,6 +241,8 @@ async fn without_automation_changes_wait_for_a_sync_and_drift_is_shown_not_heale
     })
     .await?;
     assert_eq!(cm_value(&c, &ns, "b").await?.as_deref(), Some("two"));
+    let (code, said) = run(&["diff", "app/manual", "-n", &ns])?;
+    assert_eq!((code, said.as_str()), (Some(0), "no differences\n"));
 
     // Drift without self-heal: reported, and left.
     kc(&[

@@ -23,8 +23,13 @@ pub fn render(
     kustomization: Option<&Path>,
 ) -> Result<String> {
     let ks = kustomization.map(read_kustomization).transpose()?;
+    yaml(&manifests(path, source_root, ks.as_ref())?)
+}
+
+/// Manifests as one YAML stream, each document after `---`.
+pub fn yaml(manifests: &[Manifest]) -> Result<String> {
     let mut out = String::new();
-    for m in manifests(path, source_root, ks.as_ref())? {
+    for m in manifests {
         out.push_str("---\n");
         out.push_str(
             &serde_saphyr::to_string(&m.object)

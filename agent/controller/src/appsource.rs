@@ -107,6 +107,18 @@ impl AppSources {
         followers
     }
 
+    /// Once the caches [`AppSources::follow_credentials`] started have listed their Secrets.
+    pub async fn credentials_listed(&self) {
+        let stores = self
+            .secrets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for store in stores {
+            let _ = store.wait_until_ready().await;
+        }
+    }
+
     /// The repository Secret holding the credentials of `url` for an Application of
     /// `namespace` (only Secrets of its own namespace count); its name is
     /// `namespace/name@resourceVersion`.

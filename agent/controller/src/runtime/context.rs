@@ -86,6 +86,33 @@ impl Context {
         }))
     }
 
+    /// A context for one question a command asks outside the daemon (what a sync of an
+    /// Application would change): the user's configuration as the hub, clusters registered
+    /// by the Secrets of `cluster_secrets`, artifacts under `data_dir`, the daemon's default
+    /// settings, nothing shared with a running skewer.
+    pub async fn one_off(
+        hub: kube::Config,
+        client: Client,
+        cluster_secrets: &str,
+        data_dir: &std::path::Path,
+    ) -> Result<Arc<Self>, kube::Error> {
+        let registry = crate::clusters::Registry::new(Some(cluster_secrets));
+        registry.watch(&client, Some(cluster_secrets));
+        let mut settings = Settings::judging(None, true);
+        settings.data_dir = data_dir.to_path_buf();
+        settings.local_sources = false;
+        Self::new(
+            hub,
+            client,
+            registry,
+            data_dir,
+            settings,
+            Arc::new(Metrics::default()),
+            crate::shards::Shards::unsharded(),
+        )
+        .await
+    }
+
     /// Forgets what this replica knew of `owners` (`Kind/namespace/name`) for self-heal: their
     /// shard went to another replica, which heals them from now on.
     pub fn forget_owners(&self, owners: &[String]) {

@@ -53,10 +53,18 @@ pub enum Command {
     Run(RunArgs),
     /// Render what a Kustomization of PATH would apply, offline, as YAML: its
     /// kustomization.yaml built (or the manifests under it), then, with --kustomization, that
-    /// Kustomization's patches, targetNamespace, commonMetadata and owner labels.
+    /// Kustomization's patches, targetNamespace, commonMetadata and owner labels. Given
+    /// `app/NAME` (and no such directory), what that Application's source renders, fetched
+    /// at its revision (Argo CD's `app manifests`).
+    #[command(
+        after_help = "Examples:\n  skewer build ./apps/web --kustomization web.yaml\n  skewer build app/guestbook -n argocd"
+    )]
     Build {
-        /// The directory to render.
+        /// The directory to render, or `app/NAME`.
         path: PathBuf,
+        /// The Application's namespace, with `app/NAME` (default: the kubeconfig context's).
+        #[arg(long, short = 'n', default_value_t = crate::connect::default_namespace(), hide_default_value = true)]
+        namespace: String,
         /// The root of the source (default: the Git work tree PATH is in, else PATH).
         #[arg(long)]
         source_root: Option<PathBuf>,
@@ -123,13 +131,19 @@ pub enum Command {
     /// Show what a local directory would change if a Kustomization applied it: a server-side
     /// dry run of each object (nothing is written), field by field, Secrets masked. Exit code
     /// 1 when anything differs, 0 when nothing does.
-    #[command(after_help = "Example:\n  skewer diff ./apps/web --kustomization web -n apps")]
+    ///
+    /// Given `app/NAME` (and no such directory): what syncing that Application would change,
+    /// its source fetched at its revision, dry-run on its cluster as its identity, with what
+    /// a sync would prune.
+    #[command(
+        after_help = "Examples:\n  skewer diff ./apps/web --kustomization web -n apps\n  skewer diff app/guestbook -n argocd"
+    )]
     Diff {
-        /// The directory to compare (as the Kustomization's spec.path would be).
+        /// The directory to compare (as the Kustomization's spec.path would be), or `app/NAME`.
         path: PathBuf,
-        /// The Kustomization whose patches, labels and inventory apply.
+        /// The Kustomization whose patches, labels and inventory apply (with a directory).
         #[arg(long, short = 'k')]
-        kustomization: String,
+        kustomization: Option<String>,
         /// The namespace (default: the kubeconfig context's, else `default`).
         #[arg(long, short = 'n', default_value_t = crate::connect::default_namespace(), hide_default_value = true)]
         namespace: String,
@@ -468,6 +482,10 @@ pub struct ReconcileArgs {
     /// Wait until it is done (Ready, or Synced and Healthy), at most this long (default 5m).
     #[arg(long, num_args = 0..=1, default_missing_value = "5m", value_parser = parse_duration)]
     pub wait: Option<Duration>,
+    /// An Application: show what the sync would change (as `skewer diff app/NAME`), and ask
+    /// nothing.
+    #[arg(long, conflicts_with_all = ["wait", "with_source"])]
+    pub dry_run: bool,
 }
 
 fn parse_level(s: &str) -> Result<skewer_view::logs::Level, String> {

@@ -181,11 +181,12 @@ async fn hub_client() -> Result<kube::Client> {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     // The daemon logs; a command says what went wrong itself, once, so kube's client does
-    // not repeat it as a log line.
+    // not repeat it as a log line, nor the daemon's code a command borrows (`diff app/NAME`)
+    // what it did.
     let quiet = if matches!(cli.command, Command::Run(_)) {
         "info,kube=warn"
     } else {
-        "info,kube=warn,kube_client=off"
+        "info,kube=warn,kube_client=off,skewer_controller=warn"
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(quiet));
     // Colour only on a terminal, and never with NO_COLOR: logs in files and pipes stay plain.
@@ -231,9 +232,19 @@ async fn dispatch(command: Command) -> Result<Exit> {
         }
         Command::Build {
             path,
+            namespace,
             source_root,
             kustomization,
         } => {
+            if let Some(app) = application_named(&path) {
+                let (_dir, ctx, app) = one_off(&namespace, &app).await?;
+                let (_, manifests) =
+                    skewer_controller::reconcilers::application::render(&ctx, &app)
+                        .await
+                        .map_err(|e| Ended::new(Exit::Failed, e))?;
+                print!("{}", skewer_cli::build::yaml(&manifests)?);
+                return Ok(Exit::Ok);
+            }
             let yaml =
                 skewer_cli::build::render(&path, source_root.as_deref(), kustomization.as_deref())?;
             print!("{yaml}");
@@ -284,6 +295,16 @@ async fn dispatch(command: Command) -> Result<Exit> {
             namespace,
             source_root,
         } => {
+            if let Some(app) = application_named(&path) {
+                return app_diff(&namespace, &app).await;
+            }
+            let Some(kustomization) = kustomization else {
+                let message = format!(
+                    "{}: name the Kustomization whose patches and inventory apply (--kustomization NAME), or an Application (app/NAME)",
+                    path.display()
+                );
+                return Err(Ended::new(Exit::Usage, message).into());
+            };
             let client = hub_client().await?;
             let (text, differs) = skewer_cli::diff::run(
                 &client,
@@ -320,6 +341,17 @@ async fn dispatch(command: Command) -> Result<Exit> {
                 take_over,
             };
             skewer_cli::dev::run_dev(client, dev).await?;
+        }
+        Command::Reconcile(args) | Command::Sync(args) if args.dry_run => {
+            let t = &args.target;
+            if t.target.kind != skewer_view::named::Kind::Application {
+                let message = format!(
+                    "{}: --dry-run shows an Application's sync; for a Kustomization, `skewer diff <its path in a checkout> --kustomization {} -n {}`",
+                    t.target, t.target.name, t.namespace
+                );
+                return Err(Ended::new(Exit::Usage, message).into());
+            }
+            return app_diff(&t.namespace, &t.target.name).await;
         }
         Command::Reconcile(args) | Command::Sync(args) => {
             let client = hub_client().await?;
@@ -796,6 +828,81 @@ async fn get(what: Get) -> Result<()> {
         },
     )
     .await
+}
+
+/// The Application `path` names as `app/NAME` (or `application/NAME`), when no such local
+/// directory exists.
+fn application_named(path: &std::path::Path) -> Option<String> {
+    if path.exists() {
+        return None;
+    }
+    let text = path.to_str()?;
+    let named: skewer_view::named::Named = text.parse().ok()?;
+    (named.kind == skewer_view::named::Kind::Application).then_some(named.name)
+}
+
+/// A context of the daemon's for one question about Application `namespace/name`: its
+/// artifacts in a temporary directory (kept as long as the first value), its repository
+/// credentials read as the daemon reads them.
+async fn one_off(
+    namespace: &str,
+    name: &str,
+) -> Result<(
+    tempfile::TempDir,
+    std::sync::Arc<skewer_controller::runtime::context::Context>,
+    skewer_api::Application,
+)> {
+    let config = connect::config().await?;
+    let client = kube::Client::try_from(config.clone())?;
+    let api: kube::Api<skewer_api::Application> = kube::Api::namespaced(client.clone(), namespace);
+    let app = api.get_opt(name).await?.ok_or_else(|| {
+        Ended::new(
+            Exit::Failed,
+            format!("application/{name} does not exist in namespace {namespace}"),
+        )
+    })?;
+    let dir = tempfile::tempdir()?;
+    let clusters = std::env::var("SKEWER_CLUSTER_SECRET_NAMESPACE")
+        .unwrap_or_else(|_| skewer_api::manifests::NAMESPACE.into());
+    let ctx = skewer_controller::runtime::context::Context::one_off(
+        config,
+        client,
+        &clusters,
+        dir.path(),
+    )
+    .await?;
+    let follow = ctx
+        .app_sources
+        .follow_credentials(&ctx.client, Some(namespace));
+    let listed = ctx.app_sources.credentials_listed();
+    if tokio::time::timeout(Duration::from_secs(10), listed)
+        .await
+        .is_err()
+    {
+        eprintln!(
+            "could not list the repository Secrets of namespace {namespace}: reading the repository without credentials"
+        );
+    }
+    // The caches stay filled once listed; the followers may stop.
+    drop(follow);
+    Ok((dir, ctx, app))
+}
+
+/// `skewer diff app/NAME` and `sync app/NAME --dry-run`: what a sync would change.
+async fn app_diff(namespace: &str, name: &str) -> Result<Exit> {
+    let (_dir, ctx, app) = one_off(namespace, name).await?;
+    let diffs = skewer_controller::reconcilers::application::diff(&ctx, &app, None, true)
+        .await
+        .map_err(|e| Ended::new(Exit::Failed, format!("application/{name}: {e}")))?;
+    print!(
+        "{}",
+        skewer_cli::diff::report(&diffs, skewer_cli::term::colour())
+    );
+    Ok(if diffs.is_empty() {
+        Exit::Ok
+    } else {
+        Exit::Differs
+    })
 }
 
 /// `skewer create`: the object from flags, judged as the daemon would, then printed or applied.

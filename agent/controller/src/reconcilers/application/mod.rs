@@ -183,28 +183,22 @@ impl Deploy for Application {
     }
 }
 
-/// How the objects of `app` named in `only` (display names, like `ConfigMap/ns/x`) differ
-/// between its source (the artifact it last fetched) and its cluster, field by field, by a
-/// server-side dry run on its target: nothing is written. For the dashboard's Out of Sync view.
+/// How the objects of `app` named in `only` (display names, like `ConfigMap/ns/x`; `None`:
+/// every one) differ between its source and its cluster, field by field, by a server-side dry
+/// run on its target as its identity: nothing is written. `pruned`: with what a sync would
+/// prune. For the dashboard's Out of Sync view, `skewer diff app/NAME` and `sync --dry-run`.
 pub async fn diff(
     ctx: &Arc<Context>,
     app: &Application,
-    only: &[String],
+    only: Option<&[String]>,
+    pruned: bool,
 ) -> Result<Vec<Differs>, String> {
-    let spec = request::spec(app, &ctx.settings).map_err(|f| f.message)?;
+    let (spec, manifests) = render(ctx, app).await?;
     let ns = app.namespace().unwrap_or_default();
     let place = app.place(&ctx.settings).map_err(|f| f.message)?;
     let target = deploy::target(ctx, &place, &ns)
         .await
         .map_err(|f| f.message)?;
-    let artifact = deploy::own_source::artifact(ctx, &ns, &spec.wanted, spec.interval, None)
-        .await
-        .map_err(|f| f.message)?;
-    let files = artifacts::files_under(&ctx.store, &artifact, &spec.path, false)
-        .await
-        .map_err(|f| f.message)?;
-    let (files, _) = select(files, &spec);
-    let manifests = skewer_appliers::sync::build(&files, &spec.path, &[], None)?;
     let opts = deploy::apply_options(
         labels_owner(app),
         transform(&spec),
@@ -212,13 +206,45 @@ pub async fn diff(
         &ctx.settings,
         deadline_after(spec.timeout),
     );
-    let all = compare(&target.applier, manifests, &opts, None)
+    let previous =
+        crate::api::inventory::from_status(app.status.as_ref().and_then(|s| s.inventory.as_ref()));
+    let prune = (pruned && request::prune(&spec).is_some()).then_some(&previous);
+    let all = compare(&target.applier, manifests, &opts, prune)
         .await
         .map_err(|e| e.to_string())?;
     Ok(all
         .into_iter()
-        .filter(|d| only.contains(&d.object))
+        .filter(|d| only.is_none_or(|o| o.contains(&d.object)))
         .collect())
+}
+
+/// What `app` renders from its source (fetched at its revision, or its rollback's): its
+/// checked spec and the manifests as a sync would apply them (owner labels, the destination's
+/// namespace where none is set).
+pub async fn render(
+    ctx: &Arc<Context>,
+    app: &Application,
+) -> Result<(Spec, Vec<skewer_appliers::Manifest>), String> {
+    let spec = request::spec(app, &ctx.settings).map_err(|f| f.message)?;
+    let ns = app.namespace().unwrap_or_default();
+    let artifact = deploy::own_source::artifact(ctx, &ns, &spec.wanted, spec.interval, None)
+        .await
+        .map_err(|f| f.message)?;
+    let files = artifacts::files_under(&ctx.store, &artifact, &spec.path, false)
+        .await
+        .map_err(|f| f.message)?;
+    let (files, _) = select(files, &spec);
+    let owner = labels_owner(app);
+    let manifests = preview(
+        &files,
+        &spec.path,
+        &[],
+        None,
+        &transform(&spec),
+        Some(&owner),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok((spec, manifests))
 }
 
 /// What an Application adds to every object: the destination's namespace where none is set.
