@@ -656,9 +656,28 @@ async fn everyday_commands_read_and_steer_a_kustomization() -> Result<()> {
 
     let bash = run_ok(&["completion", "bash"])?;
     assert!(
-        bash.contains("bootstrap") && bash.contains("complete"),
+        bash.contains("COMPLETE=\"bash\"") && bash.contains("complete -o"),
         "{bash}"
     );
+    // At <TAB>, the shell asks skewer; object names come from the cluster, in `-n`'s namespace.
+    let completed = |words: &[&str]| -> Result<String> {
+        let out = Command::new(skewer_bin())
+            .env("KUBECONFIG", hub)
+            .env("COMPLETE", "fish")
+            .arg("--")
+            .args(words)
+            .output()?;
+        Ok(String::from_utf8_lossy(&out.stdout).to_string())
+    };
+    assert_eq!(
+        completed(&["skewer", "reconcile", "-n", &ns, "ks/"])?,
+        "ks/web\n"
+    );
+    assert_eq!(
+        completed(&["skewer", "get", "ks", "-n", &ns, "w"])?,
+        "web\n"
+    );
+    assert!(completed(&["skewer", "tree", "a"])?.contains("app/\n"));
 
     // `logs`: the daemon's lines about one object; no pods to read without --file.
     let log = daemon.log_path().display().to_string();

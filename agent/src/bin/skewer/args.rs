@@ -213,6 +213,7 @@ pub enum Command {
     )]
     Delete {
         /// `<kind>/<name>`: `ks/<name>`, `app/<name>`, `gitrepository/<name>`, …
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::named))]
         target: Named,
         /// The namespace (default: the kubeconfig context's, else `default`).
         #[arg(long, short = 'n', default_value_t = crate::connect::default_namespace(), hide_default_value = true)]
@@ -232,6 +233,7 @@ pub enum Command {
     )]
     Logs {
         /// Only the lines about this object: `ks/<name>`, `app/<name>`, `gitrepository/<name>`, …
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::named))]
         target: Option<Named>,
         /// The object's namespace (default: the kubeconfig context's, else `default`).
         #[arg(long, short = 'n', default_value_t = crate::connect::default_namespace(), hide_default_value = true)]
@@ -263,6 +265,7 @@ pub enum Command {
     )]
     History {
         /// `ks/<name>` or `app/<name>`.
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::named))]
         target: Named,
         /// The namespace (default: the kubeconfig context's, else `default`).
         #[arg(long, short = 'n', default_value_t = crate::connect::default_namespace(), hide_default_value = true)]
@@ -280,6 +283,7 @@ pub enum Command {
     )]
     Rollback {
         /// `app/<name>` (or `ks/<name>`, to be told how).
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::named))]
         target: Named,
         /// The ID `skewer history` shows.
         id: Option<i64>,
@@ -326,7 +330,7 @@ pub enum Command {
     #[command(after_help = "Example:\n  skewer events --for ks/web -n apps")]
     Events {
         /// Only the Events about this object (`ks/<name>`, `app/<name>`, …).
-        #[arg(long = "for")]
+        #[arg(long = "for", add = clap_complete::engine::ArgValueCompleter::new(crate::complete::named))]
         only: Option<Named>,
         #[command(flatten)]
         list: ListArgs,
@@ -353,9 +357,10 @@ pub enum Command {
     /// Deployment's image and ready replicas).
     #[command(after_help = "Example:\n  skewer version --context prod")]
     Version,
-    /// Print a shell completion script.
+    /// Print the shell hook that completes commands, flags and object names (read from the
+    /// cluster at each <TAB>).
     #[command(
-        after_help = "Examples:\n  skewer completion bash > /etc/bash_completion.d/skewer\n  skewer completion zsh > \"${fpath[1]}/_skewer\"\n  skewer completion fish > ~/.config/fish/completions/skewer.fish"
+        after_help = "Examples:\n  echo 'source <(skewer completion bash)' >> ~/.bashrc\n  echo 'source <(skewer completion zsh)' >> ~/.zshrc\n  skewer completion fish > ~/.config/fish/completions/skewer.fish"
     )]
     Completion { shell: clap_complete::Shell },
     /// Pull from an OCI registry: `skewer pull artifact`.
@@ -466,6 +471,7 @@ impl ImageArgs {
 pub struct TargetArgs {
     /// `ks/<name>`, `app/<name>`, `gitrepository/<name>`, `ocirepository/<name>` or
     /// `receiver/<name>`.
+    #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::named))]
     pub target: Named,
     /// The namespace (default: the kubeconfig context's, else `default`).
     #[arg(long, short = 'n', default_value_t = crate::connect::default_namespace(), hide_default_value = true)]
@@ -800,6 +806,7 @@ pub enum Get {
 #[derive(Args)]
 pub struct ListArgs {
     /// Only the object of this name.
+    #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::listed))]
     pub name: Option<String>,
     /// The namespace (default: the kubeconfig context's, else `default`).
     #[arg(long, short = 'n', default_value_t = crate::connect::default_namespace(), hide_default_value = true)]

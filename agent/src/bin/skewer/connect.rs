@@ -87,6 +87,24 @@ pub async fn config() -> Result<kube::Config> {
     Ok(config)
 }
 
+/// The value of the last of `names` (`--namespace`, `-n`) on the command line, as
+/// `--flag value` or `--flag=value`, read before the command line is parsed (or while a shell
+/// asks for completions).
+pub fn flag_in_args(names: &[&str]) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    let mut found = None;
+    for (i, a) in args.iter().enumerate() {
+        for name in names {
+            if let Some(v) = a.strip_prefix(&format!("{name}=")) {
+                found = Some(v.to_string());
+            } else if a == name {
+                found = args.get(i + 1).cloned().or(found.take());
+            }
+        }
+    }
+    found
+}
+
 /// The namespace commands act in without `-n`: the chosen context's (read before the command
 /// line is parsed, from `--kubeconfig` and `--context` as given), else the Pod's when run in
 /// one, else `default`, as kubectl chooses it.
@@ -94,16 +112,7 @@ pub fn default_namespace() -> String {
     static NAMESPACE: OnceLock<String> = OnceLock::new();
     NAMESPACE
         .get_or_init(|| {
-            let args: Vec<String> = std::env::args().collect();
-            let flag = |name: &str| -> Option<String> {
-                let prefix = format!("{name}=");
-                args.iter()
-                    .enumerate()
-                    .find_map(|(i, a)| match a.strip_prefix(&prefix) {
-                        Some(v) => Some(v.to_string()),
-                        None => (a == name).then(|| args.get(i + 1).cloned()).flatten(),
-                    })
-            };
+            let flag = |name: &str| flag_in_args(&[name]);
             let kubeconfig = match flag("--kubeconfig") {
                 Some(path) => Kubeconfig::read_from(path).ok(),
                 None => Kubeconfig::read().ok(),

@@ -13,6 +13,7 @@ use skewer_view::named::ControlError;
 use std::process::ExitCode;
 
 mod args;
+mod complete;
 mod connect;
 
 use args::*;
@@ -177,8 +178,25 @@ async fn hub_client() -> Result<kube::Client> {
     connect::client().await
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    // kube uses rustls with ring; install it as the process-wide provider explicitly.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // A shell asking for completions (`COMPLETE=bash skewer -- …`) is answered, and the
+    // process ends, before anything else.
+    clap_complete::CompleteEnv::with_factory(<Cli as clap::CommandFactory>::command).complete();
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(start()),
+        Err(e) => {
+            eprintln!("error: starting the runtime: {e}");
+            ExitCode::from(Exit::Failed as u8)
+        }
+    }
+}
+
+async fn start() -> ExitCode {
     let cli = Cli::parse();
     // The daemon logs; a command says what went wrong itself, once, so kube's client does
     // not repeat it as a log line, nor the daemon's code a command borrows (`diff app/NAME`)
@@ -198,8 +216,6 @@ async fn main() -> ExitCode {
         LogFormat::Json => fmt.json().init(),
         LogFormat::Text => fmt.init(),
     }
-    // kube uses rustls with ring; install it as the process-wide provider explicitly.
-    let _ = rustls::crypto::ring::default_provider().install_default();
     connect::choose(connect::Choice {
         kubeconfig: cli.kubeconfig,
         context: cli.context,
@@ -525,8 +541,23 @@ async fn dispatch(command: Command) -> Result<Exit> {
             }
         }
         Command::Completion { shell } => {
-            let mut cmd = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut cmd, "skewer", &mut std::io::stdout());
+            // The hook that asks skewer itself at each <TAB>, so that object names come
+            // from the cluster.
+            use clap_complete::env::{Bash, Elvish, EnvCompleter, Fish, Powershell, Zsh};
+            let completer: &dyn EnvCompleter = match shell {
+                clap_complete::Shell::Bash => &Bash,
+                clap_complete::Shell::Zsh => &Zsh,
+                clap_complete::Shell::Fish => &Fish,
+                clap_complete::Shell::Elvish => &Elvish,
+                _ => &Powershell,
+            };
+            completer.write_registration(
+                "COMPLETE",
+                "skewer",
+                "skewer",
+                "skewer",
+                &mut std::io::stdout(),
+            )?;
         }
         Command::Push {
             what:
