@@ -727,6 +727,14 @@ async fn history_keeps_the_last_deployments_and_rollback_pins_an_earlier_one() -
         ]
     );
     assert!(st.history.iter().all(|d| d.digest.starts_with("sha256:")));
+    // `-o wide`: revisions (and messages) whole.
+    let wide = skewer_cli(&["get", "apps", "-n", &ns, "-o", "wide"])?;
+    assert!(
+        wide.contains(&format!("main@sha1:{}", commits[2])),
+        "{wide}"
+    );
+    let narrow = skewer_cli(&["get", "apps", "-n", &ns])?;
+    assert!(!narrow.contains(&commits[2]), "{narrow}");
     let table = skewer_cli(&["history", "app/web", "-n", &ns])?;
     assert!(table.starts_with("ID  REVISION"), "{table}");
     assert!(

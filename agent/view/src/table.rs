@@ -79,10 +79,22 @@ pub fn changed<R: Serialize>(before: &[R], now: &[R]) -> Vec<usize> {
         .collect()
 }
 
+/// `-o wide`: messages and revisions whole, for the whole process.
+static WIDE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// From now on, tables show messages and revisions whole (`-o wide`).
+pub fn widen() {
+    WIDE.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn wide() -> bool {
+    WIDE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// A message on one line, cut to what fits a table line (80 characters), with `…` where it
-/// was cut.
+/// was cut (whole with `-o wide`).
 pub fn short(message: &str) -> String {
-    cut(message, 80)
+    cut(message, if wide() { usize::MAX } else { 80 })
 }
 
 /// `s` on one line, at most `max` characters, the last one `…` when it was cut.
@@ -94,8 +106,12 @@ pub fn cut(s: &str, max: usize) -> String {
     flat.chars().take(max.saturating_sub(1)).collect::<String>() + "…"
 }
 
-/// `main@sha1:0123456789abcdef…` as `main@0123456`, `v1@sha256:89ab…` as `v1@sha256:89abcde`.
+/// `main@sha1:0123456789abcdef…` as `main@0123456`, `v1@sha256:89ab…` as `v1@sha256:89abcde`
+/// (whole with `-o wide`).
 pub fn short_revision(r: &str) -> String {
+    if wide() {
+        return r.to_string();
+    }
     if let Some((name, hex)) = r.rsplit_once("sha1:") {
         return format!("{name}{}", hex.get(..7).unwrap_or(hex));
     }

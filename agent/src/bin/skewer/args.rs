@@ -830,6 +830,8 @@ pub enum UiAuth {
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Output {
     Table,
+    /// The table with messages and revisions whole.
+    Wide,
     Yaml,
     Json,
 }

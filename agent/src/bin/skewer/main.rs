@@ -90,7 +90,7 @@ where
         return Err(Ended::new(Exit::Failed, message).into());
     }
     match output {
-        Output::Table => print!("{}", table(&rows)),
+        Output::Table | Output::Wide => print!("{}", table(&rows)),
         Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
         Output::Yaml => print!("{}", serde_saphyr::to_string(&rows)?),
     }
@@ -107,7 +107,9 @@ where
             .collect();
         if !picked.is_empty() {
             match output {
-                Output::Table => table(&picked).lines().skip(1).for_each(|l| println!("{l}")),
+                Output::Table | Output::Wide => {
+                    table(&picked).lines().skip(1).for_each(|l| println!("{l}"))
+                }
                 Output::Json => println!("{}", serde_json::to_string_pretty(&picked)?),
                 Output::Yaml => print!("{}", serde_saphyr::to_string(&picked)?),
             }
@@ -198,6 +200,9 @@ fn main() -> ExitCode {
 
 async fn start() -> ExitCode {
     let cli = Cli::parse();
+    if connect::flag_in_args(&["--output", "-o"]).as_deref() == Some("wide") {
+        skewer_view::table::widen();
+    }
     // The daemon logs; a command says what went wrong itself, once, so kube's client does
     // not repeat it as a log line, nor the daemon's code a command borrows (`diff app/NAME`)
     // what it did.
@@ -456,10 +461,10 @@ async fn dispatch(command: Command) -> Result<Exit> {
                 .await
                 .map_err(ended)?;
             match output {
-                Output::Table if history.is_empty() => {
+                Output::Table | Output::Wide if history.is_empty() => {
                     eprintln!("{target}: nothing deployed yet")
                 }
-                Output::Table => print!(
+                Output::Table | Output::Wide => print!(
                     "{}",
                     skewer_view::history::table(&history, pinned, jiff::Timestamp::now())
                 ),
@@ -489,7 +494,7 @@ async fn dispatch(command: Command) -> Result<Exit> {
                 .await
                 .map_err(ended)?;
             match output {
-                Output::Table => print!("{}", skewer_view::why::render(&answer)),
+                Output::Table | Output::Wide => print!("{}", skewer_view::why::render(&answer)),
                 Output::Json => println!("{}", serde_json::to_string_pretty(&answer)?),
                 Output::Yaml => print!("{}", serde_saphyr::to_string(&answer)?),
             }
@@ -1077,7 +1082,7 @@ async fn get_all(client: &kube::Client, ns: Option<&str>, output: Output) -> Res
     );
     let all = ns.is_none();
     match output {
-        Output::Table => {
+        Output::Table | Output::Wide => {
             let tables = [
                 (!rows.is_empty()).then(|| get::table(&rows, all, true)),
                 (!applications.is_empty()).then(|| apps::table(&applications, all)),
