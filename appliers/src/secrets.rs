@@ -27,10 +27,21 @@ pub fn is_secret(m: &Manifest) -> bool {
     m.kind() == "Secret" && m.group_version().0.is_empty()
 }
 
-/// Checks a Secret's or a ConfigMap's values are strings, and moves a Secret's `stringData`
-/// into `data`. Other kinds are untouched. A Secret's error names the field and key, never the
-/// value; a ConfigMap's shows the value quoted, as it should be written.
+/// Checks that what must be strings is: every object's labels and annotations, a built-in
+/// workload's `env[].value`, a Secret's or a ConfigMap's values; and moves a Secret's
+/// `stringData` into `data`. A Secret's error names the field and key, never the value; the
+/// others show the value quoted, as it should be written.
 pub fn prepare(m: &mut Manifest) -> Result<(), String> {
+    // Every kind's labels and annotations, and the built-in workloads' environment values,
+    // are strings the API server would refuse quoting its internal types.
+    for field in ["labels", "annotations"] {
+        strings_in(
+            &m.object["metadata"][field],
+            &format!("metadata.{field}"),
+            true,
+        )?;
+    }
+    env_strings(m)?;
     if m.kind() == "ConfigMap" && m.group_version().0.is_empty() {
         return strings_only(m, &["data", "binaryData"], true);
     }
@@ -62,29 +73,80 @@ pub fn prepare(m: &mut Manifest) -> Result<(), String> {
 /// with the value, quoted as it should be written.
 fn strings_only(m: &Manifest, fields: &[&str], show: bool) -> Result<(), String> {
     for field in fields {
-        match &m.object[*field] {
-            Value::Null => {}
-            Value::Object(values) => {
-                if let Some((key, value)) = values.iter().find(|(_, v)| !v.is_string()) {
-                    let hint = if show {
-                        let text = match value {
-                            Value::Array(_) | Value::Object(_) => "…".to_string(),
-                            v => v.to_string(),
-                        };
-                        format!("quote it: {key}: \"{text}\"")
-                    } else {
-                        "quote it; the value is not shown".into()
-                    };
-                    return Err(format!(
-                        "{field}.{key}: expected a string, got {} ({hint})",
-                        type_name(value)
-                    ));
+        strings_in(&m.object[*field], field, show)?;
+    }
+    Ok(())
+}
+
+/// [`strings_only`] of the mapping `values` at `field` (absent: nothing to check).
+fn strings_in(values: &Value, field: &str, show: bool) -> Result<(), String> {
+    match values {
+        Value::Null => Ok(()),
+        Value::Object(values) => match values.iter().find(|(_, v)| !v.is_string()) {
+            Some((key, value)) => Err(format!(
+                "{field}.{key}: expected a string, got {} ({})",
+                type_name(value),
+                quote_it(key, value, show)
+            )),
+            None => Ok(()),
+        },
+        other => Err(format!(
+            "{field}: expected a mapping of keys to strings, got {}",
+            type_name(other)
+        )),
+    }
+}
+
+/// How to write `key: value` as a string: `quote it: key: "1"`, or without the value.
+fn quote_it(key: &str, value: &Value, show: bool) -> String {
+    if !show {
+        return "quote it; the value is not shown".into();
+    }
+    let text = match value {
+        Value::Array(_) | Value::Object(_) => "…".to_string(),
+        v => v.to_string(),
+    };
+    format!("quote it: {key}: \"{text}\"")
+}
+
+/// Where a built-in workload keeps its pod spec.
+fn pod_spec_path(m: &Manifest) -> Option<&'static [&'static str]> {
+    let (group, _) = m.group_version();
+    Some(match (group, m.kind()) {
+        ("", "Pod") => &["spec"],
+        ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet")
+        | ("batch", "Job")
+        | ("", "ReplicationController") => &["spec", "template", "spec"],
+        ("batch", "CronJob") => &["spec", "jobTemplate", "spec", "template", "spec"],
+        _ => return None,
+    })
+}
+
+/// Refuses a built-in workload's `env[].value` that is not a string (`value: 8080`).
+fn env_strings(m: &Manifest) -> Result<(), String> {
+    let Some(path) = pod_spec_path(m) else {
+        return Ok(());
+    };
+    let spec = path.iter().fold(&m.object, |v, k| &v[*k]);
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
+        let Some(containers) = spec[list].as_array() else {
+            continue;
+        };
+        for (i, c) in containers.iter().enumerate() {
+            let Some(env) = c["env"].as_array() else {
+                continue;
+            };
+            for (j, e) in env.iter().enumerate() {
+                let value = &e["value"];
+                if value.is_null() || value.is_string() {
+                    continue;
                 }
-            }
-            other => {
+                let name = e["name"].as_str().unwrap_or_default();
                 return Err(format!(
-                    "{field}: expected a mapping of keys to strings, got {}",
-                    type_name(other)
+                    "{}.{list}[{i}].env[{j}].value ({name}): expected a string, got {} ({})",
+                    path.join("."),
+                    type_name(value),
+                    quote_it("value", value, true)
                 ));
             }
         }
@@ -201,6 +263,41 @@ mod tests {
         let mut other = cm(json!({"replicas": 1}));
         other.object["apiVersion"] = json!("example.com/v1");
         assert!(prepare(&mut other).is_ok());
+    }
+
+    #[test]
+    fn labels_annotations_and_env_values_must_be_strings_in_every_kind() {
+        let mut widget = Manifest {
+            object: json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"name": "w", "labels": {"version": 2}}}),
+            origin: String::new(),
+        };
+        assert_eq!(
+            prepare(&mut widget).unwrap_err(),
+            "metadata.labels.version: expected a string, got a number (quote it: version: \"2\")"
+        );
+        widget.object["metadata"] = json!({"name": "w", "annotations": {"on": true}});
+        assert!(
+            prepare(&mut widget)
+                .unwrap_err()
+                .starts_with("metadata.annotations.on: ")
+        );
+        let deployment = |value: Value| Manifest {
+            object: json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+            "spec": {"template": {"spec": {"containers": [
+                {"name": "web", "env": [{"name": "MODE", "value": "x"}, {"name": "PORT", "value": value}]}
+            ]}}}}),
+            origin: String::new(),
+        };
+        assert_eq!(
+            prepare(&mut deployment(json!(8080))).unwrap_err(),
+            "spec.template.spec.containers[0].env[1].value (PORT): expected a string, got a number (quote it: value: \"8080\")"
+        );
+        assert!(prepare(&mut deployment(json!("8080"))).is_ok());
+        // A custom kind's fields are its schema's to judge.
+        let mut custom = deployment(json!(8080));
+        custom.object["apiVersion"] = json!("example.com/v1");
+        assert!(prepare(&mut custom).is_ok());
     }
 
     #[test]
