@@ -339,17 +339,28 @@ fn kustomization_rollback(
     let kind = source["kind"].as_str().unwrap_or("GitRepository");
     let name = source["name"].as_str().unwrap_or("<source>");
     let ns = source["namespace"].as_str().unwrap_or(namespace);
-    let (field, value) = match history::target_of(&entry.revision) {
-        Some(digest) if digest.starts_with("sha256:") => ("digest", digest),
-        Some(commit) => ("commit", commit),
-        None => ("commit", "<commit>".into()),
+    let (field, value, undo) = match history::target_of(&entry.revision) {
+        Some(digest) if digest.starts_with("sha256:") => (
+            "digest",
+            digest,
+            "point the tag it follows back at that digest (or push that revision again)",
+        ),
+        Some(commit) => (
+            "commit",
+            commit,
+            "`git revert` the commits after it and push (every Kustomization reading it follows)",
+        ),
+        None => (
+            "commit",
+            "<commit>".into(),
+            "revert what came after it in Git",
+        ),
     };
     format!(
-        "{target}: a Kustomization applies what its source holds, so roll back in the source: \
-         `git revert` the commits after {rev} and push (every Kustomization reading it follows), \
-         or, for a source not itself kept in Git, pin it to that revision: \
+        "{target}: a Kustomization applies what its source holds, so roll back in the source to {rev}: \
+         {undo}; or, for a source not itself kept in Git, pin it: \
          `kubectl patch {kind_lower} {name} -n {ns} --type merge -p '{{\"spec\":{{\"ref\":{{\"{field}\":\"{value}\"}}}}}}'` \
-         (undo by removing spec.ref.{field}); see README, \"Rolling back\"",
+         (undo by removing spec.ref.{field}); see the README, \"History and rolling back\"",
         rev = entry.revision,
         kind_lower = kind.to_ascii_lowercase(),
     )
@@ -444,6 +455,28 @@ mod tests {
             deletion(&pruning, &app, "argocd")
                 .ends_with("syncPolicy.automated.prune is true, the object it applied.")
         );
+    }
+
+    #[test]
+    fn a_kustomization_is_rolled_back_in_its_source() {
+        let ks: Named = "ks/apps".parse().unwrap();
+        let entry = Deployment {
+            id: 3,
+            revision: format!("main@sha1:{}", "a".repeat(40)),
+            outcome: history::SUCCEEDED.into(),
+            ..Default::default()
+        };
+        let git = json!({"spec": {"sourceRef": {"kind": "GitRepository", "name": "fleet"}}});
+        let mut text = kustomization_rollback(&git, &ks, "flux-system", &entry);
+        let oci = json!({"spec": {"sourceRef": {"kind": "OCIRepository", "name": "platform", "namespace": "sources"}}});
+        let pushed = Deployment {
+            revision: format!("v1.4.0@sha256:{}", "b".repeat(64)),
+            ..entry
+        };
+        text.push('\n');
+        text.push_str(&kustomization_rollback(&oci, &ks, "flux-system", &pushed));
+        text.push('\n');
+        skewer_view::golden!("rollback-kustomization.txt", &text);
     }
 
     fn ks(handled: &str, status: &str, reason: &str) -> Value {

@@ -50,6 +50,9 @@ pub enum LogFormat {
 #[derive(Subcommand)]
 pub enum Command {
     /// Run the reconciler daemon against the cluster of the current kubeconfig.
+    #[command(
+        after_help = "Examples:\n  skewer run --namespace flux-system\n  skewer run --ui-addr 127.0.0.1:9393 --webhook-addr 0.0.0.0:9292 --log-format json"
+    )]
     Run(RunArgs),
     /// Render what a Kustomization of PATH would apply, offline, as YAML: its
     /// kustomization.yaml built (or the manifests under it), then, with --kustomization, that
@@ -375,6 +378,9 @@ pub enum Command {
     },
     /// Sign the artifact at ADDRESS (oci://…:<tag> or oci://…@sha256:…) with a cosign key; the
     /// signature is stored beside it as cosign stores signatures.
+    #[command(
+        after_help = "Example:\n  skewer sign oci://ghcr.io/acme/platform:v1.4.0 --key cosign.key"
+    )]
     Sign {
         address: Address,
         /// Private key: PKCS#8 PEM, or cosign's encrypted key (password in COSIGN_PASSWORD).
@@ -385,11 +391,15 @@ pub enum Command {
     },
     /// Write a new ECDSA P-256 key pair for `sign` and `push artifact --sign-key`:
     /// <PREFIX>.key (unencrypted PKCS#8, mode 0600) and <PREFIX>.pub (for a Secret's `*.pub`).
+    #[command(after_help = "Example:\n  skewer generate-key-pair --output-key-prefix release")]
     GenerateKeyPair {
         #[arg(long, default_value = "cosign")]
         output_key_prefix: PathBuf,
     },
     /// Write skewer's install manifests (CRDs, RBAC, Deployment) generated from its types.
+    #[command(
+        after_help = "Examples:\n  skewer manifests --out deploy\n  skewer manifests --image registry.example.com/skewer:v0.1.0 | kubectl apply -f -"
+    )]
     Manifests {
         /// Directory to write into; prints to stdout when absent.
         #[arg(long)]
@@ -502,12 +512,18 @@ fn parse_level(s: &str) -> Result<skewer_view::logs::Level, String> {
 #[derive(Subcommand)]
 pub enum CreateWhat {
     /// A GitRepository or OCIRepository.
+    #[command(
+        after_help = "Examples:\n  skewer create source git fleet --url https://git.example.com/fleet.git --branch main\n  skewer create source oci platform --url oci://ghcr.io/acme/platform --semver '>=1.0.0'"
+    )]
     Source {
         #[command(subcommand)]
         kind: CreateSource,
     },
     /// A Kustomization of a source's path.
-    #[command(alias = "ks")]
+    #[command(
+        alias = "ks",
+        after_help = "Examples:\n  skewer create ks apps --source GitRepository/fleet --path ./clusters/prod/apps --prune -n flux-system\n  skewer create ks web --source OCIRepository/platform --target-namespace web --service-account deployer --export"
+    )]
     Kustomization {
         name: String,
         /// `GitRepository/<name>`, `OCIRepository/<name>`, or a GitRepository's name.
@@ -537,7 +553,10 @@ pub enum CreateWhat {
         out: CreateOut,
     },
     /// An Application (Argo CD's shape).
-    #[command(alias = "app")]
+    #[command(
+        alias = "app",
+        after_help = "Example:\n  skewer create app guestbook --repo https://github.com/argoproj/argocd-example-apps.git --path guestbook --dest-namespace guestbook --auto-prune --self-heal --sync-option CreateNamespace=true -n argocd"
+    )]
     Application {
         name: String,
         /// The repository: a Git URL, or oci://host/repository.
@@ -579,6 +598,9 @@ pub enum CreateWhat {
 #[derive(Subcommand)]
 pub enum CreateSource {
     /// A GitRepository: one of --branch (default main), --tag, --semver, --commit.
+    #[command(
+        after_help = "Examples:\n  skewer create source git fleet --url ssh://git@git.example.com/fleet.git --secret-ref fleet-key -n flux-system\n  skewer create source git app --url https://git.example.com/app.git --tag v1.4.0 --export"
+    )]
     Git {
         name: String,
         #[arg(long)]
@@ -600,6 +622,9 @@ pub enum CreateSource {
         out: CreateOut,
     },
     /// An OCIRepository: one of --tag (default latest), --semver, --digest.
+    #[command(
+        after_help = "Example:\n  skewer create source oci platform --url oci://ghcr.io/acme/platform --semver '>=1.0.0 <2.0.0' -n flux-system"
+    )]
     Oci {
         name: String,
         /// oci://host/repository
@@ -638,6 +663,9 @@ pub enum PushWhat {
     /// application/vnd.cncf.flux.config.v1+json, one tar+gzip layer, source/revision/created
     /// annotations) and push it to ADDRESS (oci://<registry>/<repository>:<tag>). The same
     /// files, source, revision and creation time give the same digest. Prints the digest.
+    #[command(
+        after_help = "Example:\n  skewer push artifact oci://ghcr.io/acme/platform:v1.4.0 --path ./clusters/prod --source https://github.com/acme/platform --revision \"main@sha1:$(git rev-parse HEAD)\" --sign-key cosign.key"
+    )]
     Artifact {
         address: Address,
         /// The directory to push (in a Git work tree, the files Git would commit).
@@ -666,6 +694,9 @@ pub enum PullWhat {
     /// Pull the artifact at ADDRESS (oci://…:<tag> or @sha256:…) as an OCIRepository does
     /// (its first layer read within limits, hostile entries refused) and write its files to
     /// --output, if given. Prints the revision.
+    #[command(
+        after_help = "Example:\n  skewer pull artifact oci://ghcr.io/acme/platform:v1.4.0 --verify-key release.pub -o ./out"
+    )]
     Artifact {
         address: Address,
         /// A directory that does not exist yet or is empty; without it nothing is written
@@ -739,27 +770,50 @@ pub enum Get {
         output: Output,
     },
     /// Kustomizations: ready, applied revision, age, and why they are not Ready.
-    #[command(alias = "ks", alias = "kustomization")]
+    #[command(
+        alias = "ks",
+        alias = "kustomization",
+        after_help = "Examples:\n  skewer get ks -A\n  skewer get ks web -n apps -o wide"
+    )]
     Kustomizations(ListArgs),
     /// GitRepositories and OCIRepositories: ready, stored revision, age, message.
-    #[command(alias = "source")]
+    #[command(
+        alias = "source",
+        after_help = "Example:\n  skewer get sources -n flux-system"
+    )]
     Sources(ListArgs),
     /// Receivers: ready, webhook path, age, message.
-    #[command(alias = "receiver")]
+    #[command(alias = "receiver", after_help = "Example:\n  skewer get receivers -A")]
     Receivers(ListArgs),
     /// Providers: ready, the last delivery (its result and the event it carried), age,
     /// message.
-    #[command(alias = "provider")]
+    #[command(
+        alias = "provider",
+        after_help = "Example:\n  skewer get providers -n flux-system"
+    )]
     Providers(ListArgs),
     /// Alerts: ready, the Provider their events go to, age, message.
-    #[command(alias = "alert")]
+    #[command(
+        alias = "alert",
+        after_help = "Example:\n  skewer get alerts -n flux-system -o yaml"
+    )]
     Alerts(ListArgs),
     /// Applications: sync status, health, revision, and why they are not Ready.
-    #[command(alias = "apps", alias = "app", alias = "application")]
+    #[command(
+        alias = "apps",
+        alias = "app",
+        alias = "application",
+        after_help = "Examples:\n  skewer get apps -A\n  skewer get app guestbook -n argocd --watch"
+    )]
     Applications(ListArgs),
     /// ApplicationSets: how many Applications each generated, how many are synced and
     /// healthy, where a RollingSync stands, and why they are not Ready.
-    #[command(alias = "appsets", alias = "appset", alias = "applicationset")]
+    #[command(
+        alias = "appsets",
+        alias = "appset",
+        alias = "applicationset",
+        after_help = "Example:\n  skewer get appsets -n argocd"
+    )]
     Applicationsets(ListArgs),
     /// The Leases of `skewer run --shards`: each replica and how many shards it holds, each
     /// shard and who holds it.
@@ -784,6 +838,7 @@ pub enum Get {
     },
     /// The hub and every registered cluster: server, version, reachable, how many
     /// Kustomizations target it, last error.
+    #[command(after_help = "Examples:\n  skewer get clusters\n  skewer get clusters -A -o json")]
     Clusters {
         /// Namespace of the cluster Secrets.
         #[arg(

@@ -1134,6 +1134,32 @@ mod tests {
         assert!(run("team-a").is_ok());
     }
 
+    /// Every command a person runs shows an example in its `--help`.
+    #[test]
+    fn every_command_has_an_example() {
+        fn leaves(cmd: &clap::Command, path: String, out: &mut Vec<String>) {
+            let subs: Vec<&clap::Command> = cmd
+                .get_subcommands()
+                .filter(|c| c.get_name() != "help")
+                .collect();
+            if subs.is_empty() {
+                let example = cmd
+                    .get_after_help()
+                    .is_some_and(|h| h.to_string().contains("Example"));
+                if !example {
+                    out.push(path);
+                }
+                return;
+            }
+            for sub in subs {
+                leaves(sub, format!("{path} {}", sub.get_name()), out);
+            }
+        }
+        let mut missing = Vec::new();
+        leaves(&Cli::command(), "skewer".into(), &mut missing);
+        assert!(missing.is_empty(), "without an example: {missing:#?}");
+    }
+
     /// What a newcomer reads first: `skewer --help`, and the help of the commands they run
     /// on day one.
     #[test]
