@@ -374,17 +374,34 @@ async fn wait_ready(client: &kube::Client, commit: &str, timeout: Duration) -> R
         progress.set(&format!("waiting for kustomization/{NAME}: {state}"));
         if tokio::time::Instant::now() >= deadline {
             progress.done(false, "timed out");
+            let why = match no_pod_ready(client).await {
+                true => format!(
+                    "skewer's Deployment has no ready Pod (can no node run it, or pull its image? \
+                     `kubectl -n {NAMESPACE} describe deploy/skewer`); to run skewer beside the \
+                     cluster instead: `skewer run --namespace {NAMESPACE}`"
+                ),
+                false => format!("`kubectl -n {NAMESPACE} logs deploy/skewer` says why"),
+            };
             return Err(Ended::new(
                 Exit::TimedOut,
                 format!(
-                    "kustomization/{NAME} was not Ready at {} after {timeout:?}: {state}. \
-                     Is skewer's Deployment running? `kubectl -n {NAMESPACE} logs deploy/skewer` says why",
+                    "kustomization/{NAME} was not Ready at {} after {timeout:?}: {state}. {why}",
                     short(commit)
                 ),
             )
             .into());
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Whether skewer's Deployment has no ready Pod (a cluster without nodes, an image that
+/// cannot be pulled).
+async fn no_pod_ready(client: &kube::Client) -> bool {
+    let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    match api.get_opt("skewer").await {
+        Ok(Some(d)) => d.status.and_then(|s| s.ready_replicas).unwrap_or(0) == 0,
+        _ => false,
     }
 }
 
