@@ -5,7 +5,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 use common::apps::*;
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -785,6 +785,43 @@ async fn history_keeps_the_last_deployments_and_rollback_pins_an_earlier_one() -
         r#"{"spec":{"syncPolicy":{"automated":{"prune":true,"selfHeal":false}}}}"#,
     ])?;
     wait_app(&c, &ns, "web", "synced at four", at(commits[3].clone())).await?;
+    assert_eq!(cm_value(&c, &ns, "a").await?.as_deref(), Some("four"));
+    // Pinned again with no ID (the newest success of another revision than the newest's),
+    // then `--undo`: back to the source's four.
+    let st = app_status(&c, &ns, "web").await?;
+    let newest = st
+        .history
+        .last()
+        .map(|d| d.revision.clone())
+        .unwrap_or_default();
+    let earlier = st
+        .history
+        .iter()
+        .rev()
+        .find(|d| d.outcome == "Succeeded" && d.revision != newest)
+        .with_context(|| format!("an earlier success: {:#?}", st.history))?;
+    let values = ["one", "two", "three", "four"];
+    let value = commits
+        .iter()
+        .position(|c| earlier.revision.ends_with(c.as_str()))
+        .map(|i| values[i])
+        .context("the earlier revision is one of the commits")?;
+    let line = skewer_cli(&["rollback", "app/web", "-n", &ns, "--wait", "60s"])?;
+    assert!(
+        line.contains(&format!("rolled back to deployment {} ", earlier.id)),
+        "{line}"
+    );
+    assert_eq!(cm_value(&c, &ns, "a").await?.as_deref(), Some(value));
+    let line = skewer_cli(&["rollback", "app/web", "--undo", "-n", &ns, "--wait", "60s"])?;
+    assert!(line.contains("follows its source again"), "{line}");
+    wait_app(
+        &c,
+        &ns,
+        "web",
+        "synced at four again",
+        at(commits[3].clone()),
+    )
+    .await?;
     assert_eq!(cm_value(&c, &ns, "a").await?.as_deref(), Some("four"));
     let refused = skewer_cli(&["rollback", "app/web", "1", "-n", &ns]).unwrap_err();
     assert!(

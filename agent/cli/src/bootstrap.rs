@@ -398,7 +398,8 @@ async fn wait_ready(client: &kube::Client, commit: &str, timeout: Duration) -> R
 /// Whether skewer's Deployment has no ready Pod (a cluster without nodes, an image that
 /// cannot be pulled).
 async fn no_pod_ready(client: &kube::Client) -> bool {
-    let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let api: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), NAMESPACE);
     match api.get_opt("skewer").await {
         Ok(Some(d)) => d.status.and_then(|s| s.ready_replicas).unwrap_or(0) == 0,
         _ => false,

@@ -327,6 +327,35 @@ pub async fn rollback(
     })
 }
 
+/// Ends the pin a rollback left on Application `target`, and asks it to sync now (to its
+/// source's revision again); with `wait`, follows the sync.
+pub async fn unpin(
+    client: &Client,
+    namespace: &str,
+    target: &Named,
+    wait: Option<Duration>,
+) -> Result<String, ControlError> {
+    if target.kind != Kind::Application {
+        return Err(ControlError::Refused(format!(
+            "{target}: only an Application is pinned by a rollback"
+        )));
+    }
+    let obj = get(client, namespace, target).await?;
+    if obj["metadata"]["annotations"][pin::ROLLBACK].is_null() {
+        return Err(ControlError::Refused(format!(
+            "{target} is not pinned by a rollback"
+        )));
+    }
+    // `null` removes the annotation in a merge patch.
+    let annotations = serde_json::Map::from_iter([(pin::ROLLBACK.to_string(), Value::Null)]);
+    let done = ask(client, namespace, target, annotations, wait).await?;
+    let unpinned = format!("{target}: the rollback's pin is ended; it follows its source again");
+    Ok(match done {
+        Some(line) => format!("{unpinned}\n{line}"),
+        None => unpinned,
+    })
+}
+
 /// What rolls Kustomization `target` back to `entry`: its source follows a branch or tag that
 /// other Kustomizations may read too, so skewer does not pin it behind Git's back.
 fn kustomization_rollback(

@@ -278,11 +278,11 @@ pub enum Command {
     },
     /// Roll an Application back to deployment ID of its history (default: the newest that
     /// succeeded with another revision) and sync it now. It stays pinned to that revision,
-    /// automated sync or not, until its spec.source or spec.syncPolicy changes (or the
-    /// skewer.dev/rollback annotation is removed). A Kustomization is rolled back in its
+    /// automated sync or not, until its spec.source or spec.syncPolicy changes (or --undo
+    /// ends the pin). A Kustomization is rolled back in its
     /// source; for one, this prints how.
     #[command(
-        after_help = "Examples:\n  skewer history app/guestbook -n argocd\n  skewer rollback app/guestbook 3 -n argocd --wait\n  kubectl annotate application guestbook -n argocd skewer.dev/rollback-   # follow the source again"
+        after_help = "Examples:\n  skewer history app/guestbook -n argocd\n  skewer rollback app/guestbook 3 -n argocd --wait\n  skewer rollback app/guestbook --undo -n argocd   # follow the source again"
     )]
     Rollback {
         /// `app/<name>` (or `ks/<name>`, to be told how).
@@ -296,6 +296,9 @@ pub enum Command {
         /// Wait until it is Synced and Healthy at that revision, at most this long (default 5m).
         #[arg(long, num_args = 0..=1, default_missing_value = "5m", value_parser = parse_duration)]
         wait: Option<Duration>,
+        /// End the pin a rollback left: the Application follows its source again, and syncs now.
+        #[arg(long, conflicts_with = "id")]
+        undo: bool,
     },
     /// Where an object came from: the Kustomization or Application that applied it, its
     /// source and the revision applied, the commit's author and message (Git), and the file

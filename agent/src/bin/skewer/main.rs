@@ -477,11 +477,14 @@ async fn dispatch(command: Command) -> Result<Exit> {
             id,
             namespace,
             wait,
+            undo,
         } => {
             let client = hub_client().await?;
-            let line = control::rollback(&client, &namespace, &target, id, wait)
-                .await
-                .map_err(ended)?;
+            let line = match undo {
+                true => control::unpin(&client, &namespace, &target, wait).await,
+                false => control::rollback(&client, &namespace, &target, id, wait).await,
+            }
+            .map_err(ended)?;
             println!("{line}");
         }
         Command::Why {
