@@ -260,7 +260,7 @@ pub trait SyncHooks: Sync {
         &self,
         planned: &Inventory,
         takeover: &BTreeSet<ObjectId>,
-    ) -> Result<(), Vec<(ObjectId, String)>>;
+    ) -> impl Future<Output = Result<(), Vec<(ObjectId, String)>>> + Send;
     /// Durably records `widened` (the previous inventory plus everything about to be applied)
     /// before anything is applied. An error stops the sync with nothing applied.
     fn record(&self, widened: &Inventory) -> impl Future<Output = Result<(), String>> + Send;
@@ -277,7 +277,11 @@ pub trait SyncHooks: Sync {
 pub struct Untracked;
 
 impl SyncHooks for Untracked {
-    fn claim(&self, _: &Inventory, _: &BTreeSet<ObjectId>) -> Result<(), Vec<(ObjectId, String)>> {
+    async fn claim(
+        &self,
+        _: &Inventory,
+        _: &BTreeSet<ObjectId>,
+    ) -> Result<(), Vec<(ObjectId, String)>> {
         Ok(())
     }
 
@@ -368,7 +372,7 @@ pub async fn run(
         .filter(|p| p.manifest.annotation(TAKEOVER) == Some("enabled"))
         .map(|p| p.manifest.id())
         .collect();
-    if let Err(held) = hooks.claim(&plan.inventory, &takeover) {
+    if let Err(held) = hooks.claim(&plan.inventory, &takeover).await {
         return fail(report, phases, SyncError::Conflict(held));
     }
 
@@ -753,7 +757,7 @@ mod tests {
     }
 
     impl SyncHooks for Hooks {
-        fn claim(
+        async fn claim(
             &self,
             planned: &Inventory,
             takeover: &BTreeSet<ObjectId>,

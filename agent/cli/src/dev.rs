@@ -2,7 +2,8 @@
 //! pipeline as a Kustomization (build, plan, server-side apply, prune, health), then applied
 //! again as soon as a file under its source root is saved: file events from notify, gathered
 //! until the writes settle ([`SETTLE`]), then one sync. Only objects whose rendered manifest
-//! changed since the last apply are sent; what left DIR is pruned.
+//! changed since the last apply are sent; what left DIR is pruned. Objects another owner
+//! applies are refused in the pipeline's claim, before anything is sent, unless `--take-over`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -14,7 +15,7 @@ use kube::api::PropagationPolicy;
 use notify::{RecursiveMode, Watcher as _};
 use skewer_appliers::apply::{Applier, ApplyOptions, Outcome, Plan};
 use skewer_appliers::scope::Scope;
-use skewer_appliers::sync::{SyncHooks, SyncReport, run};
+use skewer_appliers::sync::{SyncError, SyncHooks, SyncReport, run};
 use skewer_appliers::transform::{OWNER_NAME, OWNER_NAMESPACE, Owner, Transform};
 use skewer_appliers::{HealthChecks, Inventory, ObjectId, SyncRequest};
 
@@ -37,59 +38,88 @@ pub struct Dev {
     pub take_over: bool,
 }
 
-/// The objects of `manifests` not checked before whose owner labels name another owner than
-/// `owner`, each as a line saying who. Checked ones are remembered in `checked` when none is
-/// held, so each object is read once per session; a kind the cluster does not know yet (its
-/// CRD is in the same directory) has nothing to hold.
-async fn held_by_others(
-    applier: &Applier,
-    owner: &Owner,
-    manifests: &[skewer_appliers::Manifest],
-    checked: &mut BTreeSet<ObjectId>,
-) -> Result<Vec<String>> {
-    let fresh: Vec<&skewer_appliers::Manifest> = manifests
-        .iter()
-        .filter(|m| !checked.contains(&m.id()))
-        .collect();
-    // One read per object, once per session: a directory one works on is small.
-    let mut held = Vec::new();
-    for m in &fresh {
-        let Ok(kind) = applier
-            .resources()
-            .resolve(m.api_version(), m.kind(), &[])
-            .await
-        else {
-            continue;
-        };
-        let live = kind
-            .api(applier.resources().client().clone(), m.namespace())
-            .get_metadata_opt(m.name())
-            .await
-            .with_context(|| format!("reading {}", m.id().display()))?;
-        let labels = live.and_then(|l| l.metadata.labels).unwrap_or_default();
-        if let (Some(ns), Some(name)) = (labels.get(OWNER_NAMESPACE), labels.get(OWNER_NAME))
-            && !owner.owns(Some(&labels))
-        {
-            held.push(format!("{} is applied by {ns}/{name}", m.id().display()));
-        }
-    }
-    if held.is_empty() {
-        checked.extend(fresh.iter().map(|m| m.id()));
-    }
-    Ok(held)
-}
-
-/// Remembers the manifest each object was last applied with, so that a save sends only what
-/// it changed (the daemon's drift index does this for Kustomizations).
-#[derive(Default)]
-struct Memo {
+/// What a sync of `dev` hands the pipeline: the ownership check of what it plans, and the
+/// memo of what it applied.
+struct Memo<'a> {
+    applier: &'a Applier,
+    owner: &'a Owner,
+    take_over: bool,
+    /// Objects read and found free, each read once per session.
+    checked: Mutex<BTreeSet<ObjectId>>,
+    /// The manifest each object was last applied with, so that a save sends only what it
+    /// changed (the daemon's drift index does this for Kustomizations).
     applied: Mutex<BTreeMap<ObjectId, String>>,
     pending: Mutex<BTreeMap<ObjectId, String>>,
 }
 
-impl SyncHooks for Memo {
-    fn claim(&self, _: &Inventory, _: &BTreeSet<ObjectId>) -> Result<(), Vec<(ObjectId, String)>> {
-        Ok(())
+impl<'a> Memo<'a> {
+    fn new(applier: &'a Applier, dev: &'a Dev) -> Self {
+        Self {
+            applier,
+            owner: &dev.owner,
+            take_over: dev.take_over,
+            checked: Mutex::default(),
+            applied: Mutex::default(),
+            pending: Mutex::default(),
+        }
+    }
+
+    /// The planned objects not checked before whose owner labels name another owner, each
+    /// with who. One read per object, once per session (a directory one works on is small);
+    /// a kind the cluster does not know yet (its CRD is in the same directory) has nothing
+    /// to hold.
+    async fn held_by_others(
+        &self,
+        planned: &Inventory,
+    ) -> Result<Vec<(ObjectId, String)>, Vec<(ObjectId, String)>> {
+        let fresh: Vec<(&ObjectId, &String)> = {
+            let checked = self.checked.lock().unwrap_or_else(|e| e.into_inner());
+            planned
+                .entries
+                .iter()
+                .filter(|(id, _)| !checked.contains(*id))
+                .collect()
+        };
+        let resources = self.applier.resources();
+        let mut held = Vec::new();
+        for (id, api_version) in &fresh {
+            let Ok(kind) = resources.resolve(api_version, &id.kind, &[]).await else {
+                continue;
+            };
+            let live = kind
+                .api(resources.client().clone(), &id.namespace)
+                .get_metadata_opt(&id.name)
+                .await
+                .map_err(|e| vec![((*id).clone(), format!("reading it: {e}"))])?;
+            let labels = live.and_then(|l| l.metadata.labels).unwrap_or_default();
+            if let (Some(ns), Some(name)) = (labels.get(OWNER_NAMESPACE), labels.get(OWNER_NAME))
+                && !self.owner.owns(Some(&labels))
+            {
+                held.push(((*id).clone(), format!("{ns}/{name}")));
+            }
+        }
+        if held.is_empty() {
+            let mut checked = self.checked.lock().unwrap_or_else(|e| e.into_inner());
+            checked.extend(fresh.into_iter().map(|(id, _)| id.clone()));
+        }
+        Ok(held)
+    }
+}
+
+impl SyncHooks for Memo<'_> {
+    /// Another owner's objects are refused (nothing applied) unless `--take-over`.
+    async fn claim(
+        &self,
+        planned: &Inventory,
+        _: &BTreeSet<ObjectId>,
+    ) -> Result<(), Vec<(ObjectId, String)>> {
+        if self.take_over {
+            return Ok(());
+        }
+        match self.held_by_others(planned).await? {
+            held if held.is_empty() => Ok(()),
+            held => Err(held),
+        }
     }
 
     async fn record(&self, _: &Inventory) -> Result<(), String> {
@@ -124,43 +154,6 @@ impl SyncHooks for Memo {
     }
 }
 
-/// Whether every object `local` renders is free for `dev`'s owner; if not, says which are
-/// not and who holds them.
-async fn owned(
-    applier: &Applier,
-    dev: &Dev,
-    local: &Local,
-    opts: &ApplyOptions,
-    checked: &mut BTreeSet<ObjectId>,
-) -> bool {
-    let manifests = match skewer_appliers::sync::preview(
-        &local.files,
-        &local.relative,
-        &[],
-        None,
-        &opts.transform,
-        Some(&dev.owner),
-    ) {
-        Ok(m) => m,
-        // The sync says what is wrong with the files.
-        Err(_) => return true,
-    };
-    match held_by_others(applier, &dev.owner, &manifests, checked).await {
-        Ok(held) if held.is_empty() => true,
-        Ok(held) => {
-            println!(
-                "refused, nothing applied (OwnershipConflict): {}; --take-over applies them anyway (their owner puts them back at its next sync)",
-                skewer_appliers::message::summarize(&held)
-            );
-            false
-        }
-        Err(e) => {
-            println!("failed: {e:#}");
-            false
-        }
-    }
-}
-
 /// One line about a sync: what it did and how long it took, or why it failed.
 pub fn summary(report: &SyncReport, took: Duration) -> String {
     let sent = report.applied.len();
@@ -171,11 +164,24 @@ pub fn summary(report: &SyncReport, took: Duration) -> String {
         report.pruned.len(),
         took.as_millis()
     );
-    if let Some(e) = &report.error {
-        line = format!("failed after {} ms: {e}", took.as_millis());
-        for d in e.details() {
-            line.push_str(&format!("\n  {d}"));
+    match &report.error {
+        Some(SyncError::Conflict(held)) => {
+            let held: Vec<String> = held
+                .iter()
+                .map(|(id, holder)| format!("{} is applied by {holder}", id.display()))
+                .collect();
+            line = format!(
+                "refused, nothing applied (OwnershipConflict): {}; --take-over applies them anyway (their owner puts them back at its next sync)",
+                skewer_appliers::message::summarize(&held)
+            );
         }
+        Some(e) => {
+            line = format!("failed after {} ms: {e}", took.as_millis());
+            for d in e.details() {
+                line.push_str(&format!("\n  {d}"));
+            }
+        }
+        None => {}
     }
     line
 }
@@ -212,8 +218,7 @@ pub async fn run_dev(client: kube::Client, dev: Dev) -> Result<()> {
         dev.owner.clone(),
         transform,
     ));
-    let memo = Memo::default();
-    let mut checked = BTreeSet::new();
+    let memo = Memo::new(&applier, &dev);
     let mut previous = Inventory::default();
     eprintln!(
         "applying {} as {}/{}; saving a file applies it again (Ctrl-C stops)",
@@ -224,8 +229,6 @@ pub async fn run_dev(client: kube::Client, dev: Dev) -> Result<()> {
     loop {
         let started = Instant::now();
         match Local::read(&dev.dir, Some(&root)) {
-            Ok(local)
-                if !dev.take_over && !owned(&applier, &dev, &local, &opts, &mut checked).await => {}
             Ok(local) => {
                 let request = SyncRequest {
                     files: local.files,

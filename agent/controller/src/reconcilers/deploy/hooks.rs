@@ -117,7 +117,7 @@ impl<'a, K: Reconciled> Hooks<'a, K> {
 }
 
 impl<K: Reconciled> SyncHooks for Hooks<'_, K> {
-    fn claim(
+    async fn claim(
         &self,
         planned: &Inventory,
         takeover: &BTreeSet<ObjectId>,
