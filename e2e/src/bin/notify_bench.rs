@@ -241,7 +241,7 @@ async fn main() -> Result<()> {
         controller: "skewer".into(),
         instance: None,
     };
-    let notifier = Notifier::new(None, reporter, Arc::new(Metrics::default()));
+    let notifier = Notifier::new(None, None, reporter, Arc::new(Metrics::default()));
     let spec = ProviderSpec {
         kind: "github".into(),
         address: Some(format!("{url}/acme/platform")),

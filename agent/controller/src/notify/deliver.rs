@@ -127,13 +127,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Notifier {
-    /// A notifier writing outcomes through `client` (`None`: metrics only), its Events as
-    /// `reporter`, which also names the instance in the events it sends.
-    pub fn new(client: Option<kube::Client>, reporter: Reporter, metrics: Arc<Metrics>) -> Self {
+    /// A notifier writing outcomes through `client` (`None`: metrics only), its Events
+    /// through `recorder` (the one the reconcilers use, so an Event said by either counts up
+    /// the same series); `reporter` names the instance in the events it sends.
+    pub fn new(
+        client: Option<kube::Client>,
+        recorder: Option<Recorder>,
+        reporter: Reporter,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         let instance = reporter.instance.clone().unwrap_or_default();
-        let recorder = client
-            .clone()
-            .map(|c| Recorder::new(c, &reporter.controller, reporter.instance.as_deref()));
         Self {
             instance,
             inner: Arc::new(Inner {

@@ -60,17 +60,19 @@ impl Context {
             controller: "skewer".into(),
             instance: std::env::var("POD_NAME").ok(),
         };
+        let recorder = Recorder::new(
+            client.clone(),
+            &reporter.controller,
+            reporter.instance.as_deref(),
+        );
         Ok(Arc::new(Self {
             notifier: crate::notify::deliver::Notifier::new(
                 Some(client.clone()),
-                reporter.clone(),
+                Some(recorder.clone()),
+                reporter,
                 metrics.clone(),
             ),
-            recorder: Recorder::new(
-                client.clone(),
-                &reporter.controller,
-                reporter.instance.as_deref(),
-            ),
+            recorder,
             targets: Targets::new(hub, client.clone(), registry).await?,
             client,
             store: Store::new(data_dir.join("artifacts")),

@@ -87,7 +87,7 @@ fn notifier(
     alert: AlertSpec,
 ) -> (Notifier, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::default());
-    let n = Notifier::new(None, reporter(), metrics.clone());
+    let n = Notifier::new(None, None, reporter(), metrics.clone());
     let spec = ProviderSpec {
         kind: kind.into(),
         address: Some(address.into()),
@@ -291,7 +291,7 @@ async fn all_queues_together_are_bounded() {
     let (server, url) = serve().await;
     server.hang.store(true, Ordering::SeqCst);
     let metrics = Arc::new(Metrics::default());
-    let n = Notifier::new(None, reporter(), metrics.clone());
+    let n = Notifier::new(None, None, reporter(), metrics.clone());
     // Five Providers that never answer, each with an Alert on every Kustomization: one
     // tenant's many Providers cannot hold more than the shared bound.
     for i in 0..5 {
