@@ -188,6 +188,18 @@ async fn browser_flow(ns: &str, port: u16) -> Result<()> {
             "{path} shows the Secret's value"
         );
     }
+    // The page's History: what the Kustomization deployed.
+    let (_, body) = get(port, &format!("/api/object/Kustomization/{ns}/web"), None)?;
+    let detail: serde_json::Value = serde_json::from_str(&body)?;
+    let history = detail["history"].as_array().context("history")?;
+    assert!(
+        history.first().is_some_and(|h| h["id"] == 1
+            && h["outcome"] == "Succeeded"
+            && h["revision"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("main@sha1:"))),
+        "{body}"
+    );
     Ok(())
 }
 

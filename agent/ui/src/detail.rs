@@ -45,6 +45,8 @@ struct Detail {
     /// Applications: the objects Out of Sync, each with how it differs (a dry run on its
     /// cluster, field by field, Secret values masked).
     out_of_sync: Vec<OutOfSync>,
+    /// Kustomizations and Applications: what they deployed, newest last.
+    history: Vec<skewer_api::history::Deployment>,
     events: Vec<skewer_view::events::EventRow>,
 }
 
@@ -124,6 +126,7 @@ pub(super) async fn object_page(
                 last_attempted_revision: st.last_attempted_revision.unwrap_or_default(),
                 tree: None,
                 out_of_sync: Vec::new(),
+                history: Vec::new(),
                 events: Vec::new(),
             }
         }),
@@ -164,6 +167,7 @@ pub(super) async fn object_page(
                 last_attempted_revision: String::new(),
                 tree: None,
                 out_of_sync,
+                history: st.history.clone(),
                 events: Vec::new(),
             }
         }),
@@ -181,6 +185,7 @@ pub(super) async fn object_page(
                 last_attempted_revision: String::new(),
                 tree: None,
                 out_of_sync: Vec::new(),
+                history: Vec::new(),
                 events: Vec::new(),
             }
         }),
@@ -211,6 +216,7 @@ pub(super) async fn object_page(
                 last_attempted_revision: String::new(),
                 tree: None,
                 out_of_sync: Vec::new(),
+                history: Vec::new(),
                 events: Vec::new(),
             }
         }),
@@ -239,6 +245,13 @@ pub(super) async fn object_page(
     }
     if k == Kind::Application && !detail.out_of_sync.is_empty() {
         out_of_sync_diffs(&ui, &who, &namespace, &name, &mut detail.out_of_sync).await;
+    }
+    // The reflector's copy keeps no history: read it live, as the Application is.
+    if k == Kind::Kustomization {
+        let api: Api<skewer_api::Kustomization> = Api::namespaced(ui.client.clone(), &namespace);
+        if let Ok(Some(live)) = api.get_opt(&name).await {
+            detail.history = live.status.map(|s| s.history).unwrap_or_default();
+        }
     }
     if may_get(&ui, &who, "events.k8s.io", "events", &namespace).await {
         detail.events = skewer_view::events::list(&ui.client, Some(&namespace), Some(&named))
@@ -270,6 +283,7 @@ fn source_detail(
         last_attempted_revision: String::new(),
         tree: None,
         out_of_sync: Vec::new(),
+        history: Vec::new(),
         events: Vec::new(),
     }
 }

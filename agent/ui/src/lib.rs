@@ -124,12 +124,14 @@ where
 fn light_kustomization(k: &mut Kustomization) {
     if let Some(s) = k.status.as_mut() {
         s.inventory = None;
+        s.history = Vec::new();
     }
 }
 
 fn light_application(a: &mut Application) {
     if let Some(s) = a.status.as_mut() {
         s.inventory = None;
+        s.history = Vec::new();
         s.resources.clear();
         if let Some(op) = s.operation_state.as_mut() {
             op.sync_result = None;

@@ -110,12 +110,13 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
 
 /// What the cache of Applications keeps: what the rollout and `status.resources` read (spec,
 /// labels, annotations, owners, sync, health, the last operation's phase and message), not the
-/// per-object lists, which grow with what each Application applied.
+/// per-object lists, which grow with what each Application applied, nor its history.
 fn lighten(app: &mut Application) {
     app.metadata.managed_fields = None;
     if let Some(st) = app.status.as_mut() {
         st.resources = Vec::new();
         st.inventory = None;
+        st.history = Vec::new();
         st.conditions = Vec::new();
         if let Some(op) = st.operation_state.as_mut() {
             op.sync_result = None;
