@@ -762,19 +762,13 @@ async fn everyday_commands_read_and_steer_a_kustomization() -> Result<()> {
     assert!(cms.get_opt("settings").await?.is_none(), "pruned with it");
 
     // `create` writes it again from flags, as `flux create` would; skewer applies it.
-    let exported = run_ok(&[
-        "create",
-        "ks",
-        "web",
-        "--source",
-        "GitRepository/app",
-        "--path",
-        "./app",
-        "--prune",
-        "-n",
-        &ns,
-        "--export",
-    ])?;
+    let create = |more: &[&str]| {
+        let mut args = vec!["create", "ks", "web", "--source", "GitRepository/app"];
+        args.extend(["--path", "./app", "--prune", "-n", &ns]);
+        args.extend_from_slice(more);
+        run_ok(&args)
+    };
+    let exported = create(&["--export"])?;
     assert!(
         exported.contains("kind: Kustomization\n") && exported.contains("prune: true"),
         "{exported}"
@@ -786,18 +780,7 @@ async fn everyday_commands_read_and_steer_a_kustomization() -> Result<()> {
         "--export writes nothing: {}",
         text(&out)
     );
-    let line = run_ok(&[
-        "create",
-        "ks",
-        "web",
-        "--source",
-        "GitRepository/app",
-        "--path",
-        "./app",
-        "--prune",
-        "-n",
-        &ns,
-    ])?;
+    let line = create(&[])?;
     assert_eq!(line, "kustomization/web: created\n");
     wait_applied(&c, &ns, "web", &third).await?;
     assert!(cms.get_opt("settings").await?.is_some());

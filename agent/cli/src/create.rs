@@ -13,52 +13,106 @@ use skewer_view::named::{ControlError, Kind};
 pub const FIELD_MANAGER: &str = "skewer-cli";
 
 /// A GitRepository: `ref` from one of branch, tag, semver, commit (default: branch `main`).
+#[derive(clap::Args)]
 pub struct GitSource {
+    #[arg(long)]
     pub url: String,
+    #[arg(long)]
     pub branch: Option<String>,
+    #[arg(long)]
     pub tag: Option<String>,
+    #[arg(long)]
     pub semver: Option<String>,
+    #[arg(long)]
     pub commit: Option<String>,
+    /// A Secret of the namespace with the credentials (username/password, identity, …).
+    #[arg(long = "secret-ref")]
     pub secret: Option<String>,
+    #[arg(long, default_value = "1m")]
     pub interval: String,
 }
 
 /// An OCIRepository: `ref` from one of tag, semver, digest (default: tag `latest`).
+#[derive(clap::Args)]
 pub struct OciSource {
+    /// oci://host/repository
+    #[arg(long)]
     pub url: String,
+    #[arg(long)]
     pub tag: Option<String>,
+    #[arg(long)]
     pub semver: Option<String>,
+    #[arg(long)]
     pub digest: Option<String>,
+    /// A kubernetes.io/dockerconfigjson Secret of the namespace.
+    #[arg(long = "secret-ref")]
     pub secret: Option<String>,
+    #[arg(long, default_value = "5m")]
     pub interval: String,
 }
 
 /// A Kustomization of `source` (`GitRepository/NAME`, `OCIRepository/NAME`, or a bare name: a
 /// GitRepository).
+#[derive(clap::Args)]
 pub struct Ks {
+    /// `GitRepository/<name>`, `OCIRepository/<name>`, or a GitRepository's name.
+    #[arg(long)]
     pub source: String,
+    #[arg(long, default_value = "./")]
     pub path: String,
+    #[arg(long, default_value = "10m")]
     pub interval: String,
+    /// Delete what leaves the source.
+    #[arg(long)]
     pub prune: bool,
+    /// Ready only once every applied object is healthy.
+    #[arg(long)]
     pub wait: bool,
+    #[arg(long)]
     pub target_namespace: Option<String>,
+    /// Apply as this ServiceAccount of the namespace (a tenant).
+    #[arg(long)]
     pub service_account: Option<String>,
+    /// Kustomizations of the namespace that must be Ready first.
+    #[arg(long)]
     pub depends_on: Vec<String>,
+    #[arg(long)]
     pub timeout: Option<String>,
 }
 
 /// An Application, as `argocd app create` writes one.
+#[derive(clap::Args)]
 pub struct App {
+    /// The repository: a Git URL, or oci://host/repository.
+    #[arg(long)]
     pub repo: String,
+    #[arg(long, default_value = "")]
     pub path: String,
+    /// A branch, tag, commit or version range (default HEAD).
+    #[arg(long)]
     pub revision: Option<String>,
+    /// The destination cluster's API server URL (default: the hub, `in-cluster`).
+    #[arg(long, conflicts_with = "dest_name")]
     pub dest_server: Option<String>,
+    /// The destination cluster's registered name.
+    #[arg(long)]
     pub dest_name: Option<String>,
+    #[arg(long)]
     pub dest_namespace: Option<String>,
+    /// Sync on every change (`syncPolicy.automated`).
+    #[arg(long)]
     pub automated: bool,
+    /// Automated, deleting what leaves the source.
+    #[arg(long)]
     pub auto_prune: bool,
+    /// Automated, repairing drift.
+    #[arg(long)]
     pub self_heal: bool,
+    /// `CreateNamespace=true`, `ServerSideApply=true`, … (repeat).
+    #[arg(long = "sync-option")]
     pub sync_options: Vec<String>,
+    /// Apply as this ServiceAccount of the namespace (a tenant).
+    #[arg(long)]
     pub service_account: Option<String>,
 }
 

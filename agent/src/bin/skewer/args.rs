@@ -529,29 +529,8 @@ pub enum CreateWhat {
     )]
     Kustomization {
         name: String,
-        /// `GitRepository/<name>`, `OCIRepository/<name>`, or a GitRepository's name.
-        #[arg(long)]
-        source: String,
-        #[arg(long, default_value = "./")]
-        path: String,
-        #[arg(long, default_value = "10m", value_parser = parse_interval)]
-        interval: String,
-        /// Delete what leaves the source.
-        #[arg(long)]
-        prune: bool,
-        /// Ready only once every applied object is healthy.
-        #[arg(long)]
-        wait: bool,
-        #[arg(long)]
-        target_namespace: Option<String>,
-        /// Apply as this ServiceAccount of the namespace (a tenant).
-        #[arg(long)]
-        service_account: Option<String>,
-        /// Kustomizations of the namespace that must be Ready first.
-        #[arg(long)]
-        depends_on: Vec<String>,
-        #[arg(long, value_parser = parse_interval)]
-        timeout: Option<String>,
+        #[command(flatten)]
+        ks: skewer_cli::create::Ks,
         #[command(flatten)]
         out: CreateOut,
     },
@@ -562,37 +541,8 @@ pub enum CreateWhat {
     )]
     Application {
         name: String,
-        /// The repository: a Git URL, or oci://host/repository.
-        #[arg(long)]
-        repo: String,
-        #[arg(long, default_value = "")]
-        path: String,
-        /// A branch, tag, commit or version range (default HEAD).
-        #[arg(long)]
-        revision: Option<String>,
-        /// The destination cluster's API server URL (default: the hub, `in-cluster`).
-        #[arg(long, conflicts_with = "dest_name")]
-        dest_server: Option<String>,
-        /// The destination cluster's registered name.
-        #[arg(long)]
-        dest_name: Option<String>,
-        #[arg(long)]
-        dest_namespace: Option<String>,
-        /// Sync on every change (`syncPolicy.automated`).
-        #[arg(long)]
-        automated: bool,
-        /// Automated, deleting what leaves the source.
-        #[arg(long)]
-        auto_prune: bool,
-        /// Automated, repairing drift.
-        #[arg(long)]
-        self_heal: bool,
-        /// `CreateNamespace=true`, `ServerSideApply=true`, … (repeat).
-        #[arg(long)]
-        sync_option: Vec<String>,
-        /// Apply as this ServiceAccount of the namespace (a tenant).
-        #[arg(long)]
-        service_account: Option<String>,
+        #[command(flatten)]
+        app: skewer_cli::create::App,
         #[command(flatten)]
         out: CreateOut,
     },
@@ -606,21 +556,8 @@ pub enum CreateSource {
     )]
     Git {
         name: String,
-        #[arg(long)]
-        url: String,
-        #[arg(long)]
-        branch: Option<String>,
-        #[arg(long)]
-        tag: Option<String>,
-        #[arg(long)]
-        semver: Option<String>,
-        #[arg(long)]
-        commit: Option<String>,
-        /// A Secret of the namespace with the credentials (username/password, identity, …).
-        #[arg(long)]
-        secret_ref: Option<String>,
-        #[arg(long, default_value = "1m", value_parser = parse_interval)]
-        interval: String,
+        #[command(flatten)]
+        git: skewer_cli::create::GitSource,
         #[command(flatten)]
         out: CreateOut,
     },
@@ -630,20 +567,8 @@ pub enum CreateSource {
     )]
     Oci {
         name: String,
-        /// oci://host/repository
-        #[arg(long)]
-        url: String,
-        #[arg(long)]
-        tag: Option<String>,
-        #[arg(long)]
-        semver: Option<String>,
-        #[arg(long)]
-        digest: Option<String>,
-        /// A kubernetes.io/dockerconfigjson Secret of the namespace.
-        #[arg(long)]
-        secret_ref: Option<String>,
-        #[arg(long, default_value = "5m", value_parser = parse_interval)]
-        interval: String,
+        #[command(flatten)]
+        oci: skewer_cli::create::OciSource,
         #[command(flatten)]
         out: CreateOut,
     },

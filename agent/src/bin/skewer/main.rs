@@ -946,112 +946,16 @@ async fn app_diff(namespace: &str, name: &str) -> Result<Exit> {
 
 /// `skewer create`: the object from flags, judged as the daemon would, then printed or applied.
 async fn create(what: CreateWhat) -> Result<()> {
-    use skewer_cli::create::{self, App, GitSource, Ks, OciSource, What};
+    use skewer_cli::create::{self, What};
     let (name, out, what) = match what {
         CreateWhat::Source {
-            kind:
-                CreateSource::Git {
-                    name,
-                    url,
-                    branch,
-                    tag,
-                    semver,
-                    commit,
-                    secret_ref,
-                    interval,
-                    out,
-                },
-        } => {
-            let git = GitSource {
-                url,
-                branch,
-                tag,
-                semver,
-                commit,
-                secret: secret_ref,
-                interval,
-            };
-            (name, out, What::Git(git))
-        }
+            kind: CreateSource::Git { name, git, out },
+        } => (name, out, What::Git(git)),
         CreateWhat::Source {
-            kind:
-                CreateSource::Oci {
-                    name,
-                    url,
-                    tag,
-                    semver,
-                    digest,
-                    secret_ref,
-                    interval,
-                    out,
-                },
-        } => {
-            let oci = OciSource {
-                url,
-                tag,
-                semver,
-                digest,
-                secret: secret_ref,
-                interval,
-            };
-            (name, out, What::Oci(oci))
-        }
-        CreateWhat::Kustomization {
-            name,
-            source,
-            path,
-            interval,
-            prune,
-            wait,
-            target_namespace,
-            service_account,
-            depends_on,
-            timeout,
-            out,
-        } => {
-            let ks = Ks {
-                source,
-                path,
-                interval,
-                prune,
-                wait,
-                target_namespace,
-                service_account,
-                depends_on,
-                timeout,
-            };
-            (name, out, What::Kustomization(ks))
-        }
-        CreateWhat::Application {
-            name,
-            repo,
-            path,
-            revision,
-            dest_server,
-            dest_name,
-            dest_namespace,
-            automated,
-            auto_prune,
-            self_heal,
-            sync_option,
-            service_account,
-            out,
-        } => {
-            let app = App {
-                repo,
-                path,
-                revision,
-                dest_server,
-                dest_name,
-                dest_namespace,
-                automated,
-                auto_prune,
-                self_heal,
-                sync_options: sync_option,
-                service_account,
-            };
-            (name, out, What::Application(app))
-        }
+            kind: CreateSource::Oci { name, oci, out },
+        } => (name, out, What::Oci(oci)),
+        CreateWhat::Kustomization { name, ks, out } => (name, out, What::Kustomization(ks)),
+        CreateWhat::Application { name, app, out } => (name, out, What::Application(app)),
     };
     let object =
         create::object(&what, &name, &out.namespace).map_err(|e| Ended::new(Exit::Usage, e))?;
