@@ -50,8 +50,10 @@ pub fn limit(field: &str, value: Option<i64>) -> Result<usize, String> {
 }
 
 /// Adds a deployment to `history`, keeping the newest `limit`. A deployment of the revision
-/// and outcome of the newest entry (a periodic re-apply, a retry failing the same way) only
-/// moves that entry's time. `message` is kept for failures only.
+/// and outcome of the newest entry (a periodic re-apply, a retry failing the same way) is that
+/// entry again: it keeps its times (when that revision was deployed), takes the newest failure's
+/// message, and so leaves the status as it was, costing no status write. `message` is kept for
+/// failures only.
 pub fn record(history: &mut Vec<Deployment>, mut new: Deployment, limit: usize) {
     if new.outcome == SUCCEEDED {
         new.message.clear();
@@ -65,7 +67,6 @@ pub fn record(history: &mut Vec<Deployment>, mut new: Deployment, limit: usize) 
     }
     match history.last_mut() {
         Some(last) if last.revision == new.revision && last.outcome == new.outcome => {
-            last.deployed_at = new.deployed_at;
             last.message = new.message;
         }
         last => {
@@ -142,8 +143,12 @@ mod tests {
         let mut h = Vec::new();
         record(&mut h, deployed("r1", SUCCEEDED, "t1"), 3);
         record(&mut h, deployed("r1", SUCCEEDED, "t2"), 3);
-        assert_eq!(h.len(), 1, "the same revision again moves only its time");
-        assert_eq!((h[0].id, h[0].deployed_at.as_str()), (1, "t2"));
+        assert_eq!(h.len(), 1, "the same revision again is the same entry");
+        assert_eq!(
+            (h[0].id, h[0].deployed_at.as_str()),
+            (1, "t1"),
+            "deployed at t1"
+        );
         assert_eq!(h[0].message, "", "a success keeps no message");
         record(&mut h, deployed("r2", FAILED, "t3"), 3);
         record(&mut h, deployed("r2", SUCCEEDED, "t4"), 3);
