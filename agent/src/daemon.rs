@@ -295,6 +295,9 @@ async fn serve(args: Daemon, config: kube::Config) -> Result<()> {
 /// fail on its own.
 async fn crds_installed(client: &kube::Client, server: &str) {
     let mut said: Option<std::time::Instant> = None;
+    // CRDs applied a moment ago (bootstrap, install) are served within a few hundred ms: look
+    // again soon, then less often.
+    let mut pause = Duration::from_millis(250);
     loop {
         let missing = match skewer_api::manifests::missing_resources(client).await {
             Ok(missing) => missing,
@@ -317,7 +320,8 @@ async fn crds_installed(client: &kube::Client, server: &str) {
             );
             said = Some(std::time::Instant::now());
         }
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        tokio::time::sleep(pause).await;
+        pause = pause.saturating_mul(2).min(Duration::from_secs(2));
     }
 }
 
