@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The demo: a real local cluster, the bundled example repo served by git daemon on loopback,
-# and skewer syncing it: apply, self-heal, prune. Leaves nothing running unless --keep.
+# and skewer syncing it: apply, self-heal, prune, and the history of what it deployed. Leaves
+# nothing running unless --keep.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 keep=false; [ "${1:-}" = "--keep" ] && keep=true
@@ -63,6 +64,10 @@ g rm -q apps/extra.yaml && g commit -qm "drop extra" && g push -q "$work/srv/dem
 wait_for "extra to be pruned" 30 bash -c '! kubectl get configmap extra -n demo'
 kubectl get configmaps -n demo -l skewer.dev/name=demo
 kubectl get kustomization demo -o jsonpath='{range .status.inventory.objects[*]}{@}{"\n"}{end}'
+
+say "history: the two revisions the Kustomization deployed"
+wait_for "the second deployment" 30 bash -c '[ -n "$(kubectl get kustomization demo -o jsonpath="{.status.history[1].id}")" ]'
+"$skewer" history ks/demo -n default
 
 say "done"
 if $keep; then
