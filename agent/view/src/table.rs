@@ -198,7 +198,7 @@ pub fn table(rows: &[Row], namespaces: bool, kinds: bool) -> String {
             r.kind.clone(),
             r.name.clone(),
             r.ready.clone(),
-            r.revision.clone(),
+            short_revision(&r.revision),
             r.age.clone(),
             short(&r.message),
         ]
@@ -387,13 +387,10 @@ mod tests {
         .collect();
         let t = table(&rows, false, false);
         let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "NAME    READY      REVISION   AGE        MESSAGE");
         assert_eq!(
-            lines[0],
-            "NAME    READY      REVISION        AGE        MESSAGE"
-        );
-        assert_eq!(
-            lines[1],
-            "apps    True       main@sha1:0123  <unknown>  Applied revision: main@sha1:0123"
+            lines[1], "apps    True       main@0123  <unknown>  Applied revision: main@sha1:0123",
+            "the revision short, as `get apps` has it (whole with -o wide, and in -o yaml)"
         );
         assert!(lines[2].starts_with("infra   False") && lines[2].ends_with("is not ready"));
         assert!(lines[3].starts_with("paused  Suspended"), "{}", lines[3]);
