@@ -57,13 +57,8 @@ pub fn limit(field: &str, value: Option<i64>) -> Result<usize, String> {
 pub fn record(history: &mut Vec<Deployment>, mut new: Deployment, limit: usize) {
     if new.outcome == SUCCEEDED {
         new.message.clear();
-    } else if new.message.len() > MESSAGE_BYTES {
-        let mut end = MESSAGE_BYTES;
-        while !new.message.is_char_boundary(end) {
-            end -= 1;
-        }
-        new.message.truncate(end);
-        new.message.push('…');
+    } else {
+        new.message = skewer_appliers::message::bounded(&new.message, MESSAGE_BYTES);
     }
     match history.last_mut() {
         Some(last) if last.revision == new.revision && last.outcome == new.outcome => {
