@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use skewer_api::ApplicationSpec;
 use skewer_api::history::{self, Deployment};
+use skewer_api::kustomization::ResourceInventory;
 use skewer_api::pin::{self, Pin};
 use skewer_api::{RECONCILE_REQUESTED_AT, SYNC_REQUESTED_AT};
 use skewer_view::named::{ControlError, Kind, Named};
@@ -203,11 +204,12 @@ pub async fn suspend(
 
 /// What deleting `obj` (a `target`) does, in a sentence: whether what it applied goes with it.
 pub fn deletion(obj: &Value, target: &Named, namespace: &str) -> String {
-    let inventory = &obj["status"]["inventory"];
-    let applied = inventory["objects"]
-        .as_array()
-        .or_else(|| inventory["entries"].as_array())
-        .map_or(0, Vec::len);
+    // Either format of inventory, read as the daemon reads it.
+    let inventory: Option<ResourceInventory> =
+        serde_json::from_value(obj["status"]["inventory"].clone()).ok();
+    let applied = skewer_api::inventory::from_status(inventory.as_ref())
+        .entries
+        .len();
     let objects = match applied {
         1 => "the object it applied".to_string(),
         n => format!("the {n} objects it applied"),
@@ -321,10 +323,7 @@ pub async fn rollback(
         "{target}: rolled back to deployment {} ({}); pinned until spec.source or spec.syncPolicy changes",
         entry.id, entry.revision
     );
-    Ok(match done {
-        Some(line) => format!("{pinned}\n{line}"),
-        None => pinned,
-    })
+    Ok(then(pinned, done))
 }
 
 /// Ends the pin a rollback left on Application `target`, and asks it to sync now (to its
@@ -350,10 +349,15 @@ pub async fn unpin(
     let annotations = serde_json::Map::from_iter([(pin::ROLLBACK.to_string(), Value::Null)]);
     let done = ask(client, namespace, target, annotations, wait).await?;
     let unpinned = format!("{target}: the rollback's pin is ended; it follows its source again");
-    Ok(match done {
-        Some(line) => format!("{unpinned}\n{line}"),
-        None => unpinned,
-    })
+    Ok(then(unpinned, done))
+}
+
+/// `said`, and on the next line how the sync waited for ended, if it was waited for.
+fn then(said: String, done: Option<String>) -> String {
+    match done {
+        Some(line) => format!("{said}\n{line}"),
+        None => said,
+    }
 }
 
 /// What rolls Kustomization `target` back to `entry`: its source follows a branch or tag that
@@ -479,7 +483,7 @@ mod tests {
             said(json!({"prune": true, "suspend": true})).ends_with("stay, as it is suspended.")
         );
         let app: Named = "app/web".parse().unwrap();
-        let pruning = json!({"spec": {"syncPolicy": {"automated": {"prune": true}}}, "status": {"inventory": {"objects": ["a"]}}});
+        let pruning = json!({"spec": {"syncPolicy": {"automated": {"prune": true}}}, "status": {"inventory": {"objects": ["a_x__ConfigMap v1"]}}});
         assert!(
             deletion(&pruning, &app, "argocd")
                 .ends_with("syncPolicy.automated.prune is true, the object it applied.")
