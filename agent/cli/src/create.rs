@@ -305,12 +305,8 @@ fn kind_of_source(kind: &str) -> Result<&'static str, String> {
 
 /// Applies `object` server-side as [`FIELD_MANAGER`]; says whether it was created or changed.
 pub async fn apply(client: &Client, object: &Value) -> Result<String, ControlError> {
-    let kind = match object["kind"].as_str() {
-        Some("GitRepository") => Kind::GitRepository,
-        Some("OCIRepository") => Kind::OCIRepository,
-        Some("Kustomization") => Kind::Kustomization,
-        _ => Kind::Application,
-    };
+    let kind =
+        Kind::parse(object["kind"].as_str().unwrap_or_default()).map_err(ControlError::Refused)?;
     let (name, namespace) = (
         object["metadata"]["name"].as_str().unwrap_or_default(),
         object["metadata"]["namespace"].as_str().unwrap_or_default(),

@@ -17,16 +17,16 @@ use crate::connect;
 /// How long a completion may wait for the cluster.
 const DEADLINE: Duration = Duration::from_secs(3);
 
-/// What `<kind>/` prefixes are typed as, with the kind each lists.
-const PREFIXES: [(&str, Kind); 8] = [
-    ("ks", Kind::Kustomization),
-    ("app", Kind::Application),
-    ("appset", Kind::ApplicationSet),
-    ("gitrepository", Kind::GitRepository),
-    ("ocirepository", Kind::OCIRepository),
-    ("receiver", Kind::Receiver),
-    ("provider", Kind::Provider),
-    ("alert", Kind::Alert),
+/// The `<kind>/` prefixes offered before a `/` is typed.
+const PREFIXES: [&str; 8] = [
+    "ks",
+    "app",
+    "appset",
+    "gitrepository",
+    "ocirepository",
+    "receiver",
+    "provider",
+    "alert",
 ];
 
 /// `<kind>/<name>`: the kinds while no `/` is typed, then the names of that kind.
@@ -35,14 +35,14 @@ pub fn named(current: &OsStr) -> Vec<CompletionCandidate> {
     let Some((prefix, partial)) = current.split_once('/') else {
         return PREFIXES
             .iter()
-            .filter(|(p, _)| p.starts_with(current.as_ref()))
-            .map(|(p, _)| CompletionCandidate::new(format!("{p}/")))
+            .filter(|p| p.starts_with(current.as_ref()))
+            .map(|p| CompletionCandidate::new(format!("{p}/")))
             .collect();
     };
-    let Ok(parsed) = format!("{prefix}/x").parse::<skewer_view::named::Named>() else {
+    let Ok(kind) = Kind::parse(prefix) else {
         return Vec::new();
     };
-    names(parsed.kind)
+    names(kind)
         .into_iter()
         .filter(|n| n.starts_with(partial))
         .map(|n| CompletionCandidate::new(format!("{prefix}/{n}")))
@@ -57,7 +57,7 @@ pub fn listed(current: &OsStr) -> Vec<CompletionCandidate> {
         .iter()
         .position(|a| a == "get")
         .and_then(|i| args.get(i + 1))
-        .and_then(|k| kind_listed(k));
+        .and_then(|k| Kind::parse(k).ok());
     let Some(kind) = kind else {
         return Vec::new();
     };
@@ -66,19 +66,6 @@ pub fn listed(current: &OsStr) -> Vec<CompletionCandidate> {
         .filter(|n| n.starts_with(current.as_ref()))
         .map(CompletionCandidate::new)
         .collect()
-}
-
-/// The kind `get`'s subcommand (or one of its aliases) lists, where it is one kind.
-fn kind_listed(word: &str) -> Option<Kind> {
-    Some(match word {
-        "ks" | "kustomization" | "kustomizations" => Kind::Kustomization,
-        "app" | "apps" | "application" | "applications" => Kind::Application,
-        "appset" | "appsets" | "applicationset" | "applicationsets" => Kind::ApplicationSet,
-        "receiver" | "receivers" => Kind::Receiver,
-        "provider" | "providers" => Kind::Provider,
-        "alert" | "alerts" => Kind::Alert,
-        _ => return None,
-    })
 }
 
 /// The names of `kind` in the namespace the command line names, read within [`DEADLINE`];
