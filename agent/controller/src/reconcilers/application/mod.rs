@@ -219,8 +219,7 @@ pub async fn diff(
 }
 
 /// What `app` renders from its source (fetched at its revision, or its rollback's): its
-/// checked spec and the manifests as a sync would apply them (owner labels, the destination's
-/// namespace where none is set).
+/// checked spec and the manifests as a sync would apply them ([`manifests`]).
 pub async fn render(
     ctx: &Arc<Context>,
     app: &Application,
@@ -234,17 +233,24 @@ pub async fn render(
         .await
         .map_err(|f| f.message)?;
     let (files, _) = select(files, &spec);
-    let owner = labels_owner(app);
-    let manifests = preview(
-        &files,
-        &spec.path,
-        &[],
-        None,
-        &transform(&spec),
-        Some(&owner),
-    )
-    .map_err(|e| e.to_string())?;
+    let manifests = manifests(app, &spec, &files)?;
     Ok((spec, manifests))
+}
+
+/// What `files` (selected by [`select`]) render as a sync of `app` applies them: built, with
+/// the owner labels and the destination's namespace where none is set; resource hooks refused.
+fn manifests(
+    app: &Application,
+    spec: &Spec,
+    files: &[SourceFile],
+) -> Result<Vec<skewer_appliers::Manifest>, String> {
+    let owner = labels_owner(app);
+    let ms = preview(files, &spec.path, &[], None, &transform(spec), Some(&owner))
+        .map_err(|e| e.to_string())?;
+    match request::hook(&ms) {
+        Some(refused) => Err(refused),
+        None => Ok(ms),
+    }
 }
 
 /// What an Application adds to every object: the destination's namespace where none is set.
@@ -263,20 +269,7 @@ async fn compare_and_sync(
     let (app, spec, revision) = (work.obj, work.spec, work.revision);
     let generation = app.meta().generation;
     let (files, source_type) = select(std::mem::take(&mut work.files), spec);
-    let owner_labels = labels_owner(app);
-    let desired: Vec<Desired> = match preview(
-        &files,
-        &spec.path,
-        &[],
-        None,
-        &transform(spec),
-        Some(&owner_labels),
-    )
-    .map_err(|e| e.to_string())
-    .and_then(|ms| match request::hook(&ms) {
-        Some(refused) => Err(refused),
-        None => Ok(ms),
-    }) {
+    let desired: Vec<Desired> = match manifests(app, spec, &files) {
         Ok(ms) => ms.iter().map(Desired::of).collect(),
         Err(e) => {
             status.sync = Some(SyncStatus {
