@@ -70,10 +70,7 @@ pub async fn from_pods(
     drop(tx);
     let mut printed = 0usize;
     while let Some(line) = rx.recv().await {
-        if let Some(text) = pick(&line, filter) {
-            println!("{text}");
-            printed = printed.saturating_add(1);
-        }
+        print_picked(&line, filter, &mut printed);
     }
     Ok(printed)
 }
@@ -91,10 +88,15 @@ pub fn from_file(path: &std::path::Path, filter: &Filter) -> anyhow::Result<usiz
     };
     let mut printed = 0usize;
     for line in reader.lines() {
-        if let Some(text) = pick(&line?, filter) {
-            println!("{text}");
-            printed = printed.saturating_add(1);
-        }
+        print_picked(&line?, filter, &mut printed);
     }
     Ok(printed)
+}
+
+/// Prints `line` as a person reads it when `filter` takes it, counting it in `printed`.
+fn print_picked(line: &str, filter: &Filter, printed: &mut usize) {
+    if let Some(text) = pick(line, filter) {
+        println!("{text}");
+        *printed = printed.saturating_add(1);
+    }
 }
