@@ -35,6 +35,13 @@ where
     print_named(output, watch, None, table, list).await
 }
 
+/// `-o wide`: the tables this command prints show messages and revisions whole.
+fn widen_if(output: Output) {
+    if matches!(output, Output::Wide) {
+        skewer_view::table::widen();
+    }
+}
+
 /// What `get KIND NAME` looked for: `name` of `kind`, in `args`' namespace or any.
 struct Looked<'a> {
     kind: &'a str,
@@ -66,6 +73,7 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Vec<R>>>,
 {
+    widen_if(output);
     let name = looked.as_ref().map(|l| l.name);
     let mut list = || {
         let rows = list();
@@ -200,9 +208,6 @@ fn main() -> ExitCode {
 
 async fn start() -> ExitCode {
     let cli = Cli::parse();
-    if connect::flag_in_args(&["--output", "-o"]).as_deref() == Some("wide") {
-        skewer_view::table::widen();
-    }
     // The daemon logs; a command says what went wrong itself, once, so kube's client does
     // not repeat it as a log line, nor the daemon's code a command borrows (`diff app/NAME`)
     // what it did.
@@ -460,6 +465,7 @@ async fn dispatch(command: Command) -> Result<Exit> {
             let (history, pinned) = control::history(&client, &namespace, &target)
                 .await
                 .map_err(ended)?;
+            widen_if(output);
             match output {
                 Output::Table | Output::Wide if history.is_empty() => {
                     eprintln!("{target}: nothing deployed yet")
@@ -977,6 +983,7 @@ async fn create(what: CreateWhat) -> Result<()> {
 /// `get all`: one table of the kinds `get::table` shows, then Applications and
 /// ApplicationSets, each only when there are some.
 async fn get_all(client: &kube::Client, ns: Option<&str>, output: Output) -> Result<()> {
+    widen_if(output);
     use skewer_view::{apps, appsets, table as get};
     let mut rows = get::kustomizations(client, ns).await?;
     rows.extend(get::sources(client, ns).await?);
